@@ -1,0 +1,24 @@
+// Lint for the whole monorepo: typescript-eslint recommended, plus the architecture rules
+// (dockerode only in packages/sandbox, process.env only in env.ts files, apps never import apps).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/node_modules/**', '**/dist/**', '**/.next/**', 'docker/build/**', '**/next-env.d.ts', 'packages/db/drizzle/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly', setInterval: 'readonly', clearInterval: 'readonly', Buffer: 'readonly', URL: 'readonly', fetch: 'readonly', AbortController: 'readonly', TextEncoder: 'readonly', TextDecoder: 'readonly', structuredClone: 'readonly', queueMicrotask: 'readonly', setImmediate: 'readonly' } },
+    rules: {
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-restricted-imports': ['error', {
+        paths: [{ name: 'dockerode', message: 'Only packages/sandbox talks to Docker.' }],
+        patterns: [{ group: ['**/apps/*', '@grove/server', '@grove/web', '@grove/cli'], message: 'Apps depend on packages, never on each other.' }],
+      }],
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read configuration through the env.ts of your app or package.' }],
+    },
+  },
+  { files: ['packages/sandbox/**'], rules: { 'no-restricted-imports': 'off' } },
+  { files: ['**/env.ts', '**/*.test.ts', 'e2e/**', 'bench/**', 'scripts/**', '**/*.config.*'], rules: { 'no-restricted-properties': 'off' } },
+);

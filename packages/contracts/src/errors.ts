@@ -1,0 +1,69 @@
+import { z } from 'zod';
+
+/** The closed set of error codes, and the one table from code to HTTP status. */
+export const ERROR_STATUS = {
+  invalid_input: 422,
+  invalid_name: 422,
+  unauthorized: 401,
+  forbidden_origin: 403,
+  not_found: 404,
+  workspace_not_found: 404,
+  project_not_found: 404,
+  workspace_exists: 409,
+  workspace_stopped: 409,
+  invalid_state: 409,
+  capacity_reached: 429,
+  git_busy: 503,
+  git_failed: 500,
+  spawn_failed: 500,
+  docker_unavailable: 503,
+  backend_unavailable: 502,
+  internal: 500,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+export const errorCodeSchema = z.enum(Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]);
+
+export const errorBodySchema = z
+  .object({
+    code: errorCodeSchema,
+    message: z.string(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .catchall(z.unknown());
+export type ErrorBody = z.infer<typeof errorBodySchema>;
+
+/** The one error type: a code from the table, a message that names the problem, optional details for the body. */
+export class GroveError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown>;
+  constructor(code: ErrorCode, message: string, options: { details?: Record<string, unknown>; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'GroveError';
+    this.code = code;
+    this.details = options.details ?? {};
+  }
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+  toBody(): ErrorBody {
+    return { ...this.details, code: this.code, message: this.message };
+  }
+}
+
+export function isGroveError(e: unknown): e is GroveError {
+  return e instanceof GroveError;
+}
+
+/** Parse with a schema or throw GroveError(invalid_input | invalid_name) whose message names each failed rule. */
+export function parseOrThrow<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  options: { what: string; code?: ErrorCode } = { what: 'input' },
+): z.infer<T> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issues = r.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+  const text = issues.map((i) => (i.path ? `${i.path}: ${i.message}` : i.message)).join('; ');
+  throw new GroveError(options.code ?? 'invalid_input', `invalid ${options.what}: ${text}`, { details: { issues } });
+}

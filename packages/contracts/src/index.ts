@@ -1,0 +1,5 @@
+// @grove/contracts: the zod schemas of every API body, event and thread line; the only source of API types.
+export * from './names.ts';
+export * from './errors.ts';
+export * from './workspace.ts';
+export * from './thread.ts';

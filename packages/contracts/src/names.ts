@@ -1,0 +1,36 @@
+import { z } from 'zod';
+
+/** Rules for project and workspace names, each with the message a user sees when it fails. */
+const NAME_MAX = 39;
+
+export const nameSchema = z
+  .string({ error: 'name must be a string' })
+  .min(1, { error: 'name must not be empty' })
+  .max(NAME_MAX, { error: `name must be at most ${NAME_MAX} characters` })
+  .regex(/^[\x00-\x7f]*$/, { error: 'name must use plain ASCII letters (no look-alike characters)' })
+  .regex(/^[^A-Z]*$/, { error: 'name must be lowercase' })
+  .regex(/^[a-z0-9]/, { error: 'name must start with a letter or digit' })
+  .regex(/^[a-z0-9-]*$/, { error: 'name may contain only a-z, 0-9 and "-" (no "/", "~", "." or spaces)' });
+
+export const projectNameSchema = nameSchema;
+/** The default workspace of a project carries this name; forks may not take it. */
+export const DEFAULT_WORKSPACE_NAME = 'default';
+export const workspaceNameSchema = nameSchema.refine((n) => n !== DEFAULT_WORKSPACE_NAME, {
+  error: `name "${DEFAULT_WORKSPACE_NAME}" is reserved for the project's default workspace`,
+});
+
+/** Slug = `<project>~<name>`; the project's default workspace has slug `<project>`. */
+export const slugSchema = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,38}(~[a-z0-9][a-z0-9-]{0,38})?$/, { error: 'slug must be <project> or <project>~<name>' });
+
+export type Slug = z.infer<typeof slugSchema>;
+
+export function makeSlug(project: string, name: string): string {
+  return name === DEFAULT_WORKSPACE_NAME ? project : `${project}~${name}`;
+}
+
+export function parseSlug(slug: string): { project: string; name: string } {
+  const [project = '', name] = slug.split('~');
+  return { project, name: name ?? DEFAULT_WORKSPACE_NAME };
+}

@@ -1,0 +1,103 @@
+import { z } from 'zod';
+import { projectNameSchema, workspaceNameSchema, slugSchema } from './names.ts';
+
+export const workspaceStateSchema = z.enum(['creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
+export type WorkspaceState = z.infer<typeof workspaceStateSchema>;
+
+export const workspaceSchema = z.object({
+  slug: slugSchema,
+  project: z.string(),
+  name: z.string(),
+  isDefault: z.boolean(),
+  branch: z.string(),
+  baseRef: z.string(),
+  state: workspaceStateSchema,
+  failureReason: z.string().nullable(),
+  agentSessionId: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  lastActivityAt: z.string().nullable(),
+});
+export type Workspace = z.infer<typeof workspaceSchema>;
+
+export const capacitySchema = z.object({
+  running: z.number().int().nonnegative(),
+  creating: z.number().int().nonnegative(),
+  cap: z.number().int().positive(),
+});
+export type Capacity = z.infer<typeof capacitySchema>;
+
+export const projectSchema = z.object({
+  name: z.string(),
+  defaultBranch: z.string(),
+  createdAt: z.string(),
+});
+export type Project = z.infer<typeof projectSchema>;
+
+/** Audit-trail event types (DESIGN.md section 3). Open-ended on read, closed on write in core. */
+export const eventTypeSchema = z.enum([
+  'workspace.reserved',
+  'workspace.prepared',
+  'sandbox.started',
+  'workspace.registered',
+  'workspace.stopped',
+  'workspace.started',
+  'workspace.teardown',
+  'workspace.cleaned',
+  'workspace.reconciled',
+  'spawn_failed',
+  'egress.denied',
+  'egress.allowed',
+]);
+export type EventType = z.infer<typeof eventTypeSchema>;
+
+export const eventSchema = z.object({
+  id: z.number().int(),
+  slug: z.string(),
+  type: z.string(),
+  data: z.record(z.string(), z.unknown()),
+  at: z.string(),
+});
+export type GroveEvent = z.infer<typeof eventSchema>;
+
+// ---- Registry API bodies ----
+
+export const forkRequestSchema = z
+  .object({
+    project: projectNameSchema,
+    name: workspaceNameSchema,
+    from: z
+      .string()
+      .min(1)
+      .max(200)
+      .regex(/^[A-Za-z0-9._/-]+$/, { error: 'from must be a branch or commit name (letters, digits, . _ / -)' })
+      .refine((s) => !s.startsWith('-') && !s.includes('..'), { error: 'from must not start with "-" or contain ".."' })
+      .optional(),
+  })
+  .strict();
+export type ForkRequest = z.infer<typeof forkRequestSchema>;
+
+export const listWorkspacesResponseSchema = z.object({
+  workspaces: z.array(workspaceSchema),
+  capacity: capacitySchema,
+});
+export type ListWorkspacesResponse = z.infer<typeof listWorkspacesResponseSchema>;
+
+export const workspaceResponseSchema = z.object({ workspace: workspaceSchema });
+export type WorkspaceResponse = z.infer<typeof workspaceResponseSchema>;
+
+export const forkAcceptedResponseSchema = z.object({
+  workspace: workspaceSchema,
+  events: z.string().describe('URL of the audit trail for this workspace'),
+});
+
+export const eventsResponseSchema = z.object({ events: z.array(eventSchema) });
+export type EventsResponse = z.infer<typeof eventsResponseSchema>;
+
+export const eventsQuerySchema = z.object({
+  slug: slugSchema.optional(),
+  after: z.coerce.number().int().nonnegative().optional(),
+  limit: z.coerce.number().int().min(1).max(1000).optional(),
+});
+
+export const healthResponseSchema = z.object({ ok: z.literal(true) });

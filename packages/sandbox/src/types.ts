@@ -1,0 +1,68 @@
+/** The seam between core's lifecycle and whatever runs sandboxes (Docker today, Kubernetes later). */
+
+export interface SandboxLimits {
+  memoryBytes: number;
+  nanoCpus: number;
+  pids: number;
+}
+
+export interface SandboxSpec {
+  slug: string;
+  project: string;
+  image: string;
+  /** Host path of the workspace's worktree, mounted read-write at /workspace. */
+  worktreePath: string;
+  /** Host path of the worktree's own git admin dir (<common>/worktrees/<id>), mounted read-write at the same path. */
+  gitAdminDir: string;
+  /** Host path of the repository's common git dir (the bare primary clone), mounted read-only at the same path. */
+  gitCommonDir: string;
+  /** Host <home>/run/<slug>, mounted at /run/grove (backend.sock lives here). */
+  runDir: string;
+  /** Host <home>/threads/<slug>, mounted at /var/lib/grove/thread (thread.jsonl lives here). */
+  threadDir: string;
+  /** Host <home>/state/<slug>, the agent's own files, mounted at /home/grove/.claude. */
+  stateDir: string;
+  /** Extra environment for the backend (never secrets). */
+  env: Record<string, string>;
+  limits: SandboxLimits;
+}
+
+export interface SandboxInfo {
+  id: string;
+  slug: string;
+  project: string;
+  running: boolean;
+  /** Present when the container has exited. */
+  exitCode: number | null;
+  oomKilled: boolean;
+}
+
+export interface SandboxDriver {
+  /** Throws GroveError('docker_unavailable') when the engine cannot be reached. */
+  ping(): Promise<void>;
+  imageExists(image: string): Promise<boolean>;
+  /** Create the container for spec.slug if absent, start it if not running. Idempotent. */
+  ensure(spec: SandboxSpec): Promise<SandboxInfo>;
+  inspect(slug: string): Promise<SandboxInfo | null>;
+  /** Stop if running; no error when absent. */
+  stop(slug: string): Promise<void>;
+  /** Stop and remove; no error when absent. */
+  remove(slug: string): Promise<void>;
+  /** Every container labelled grove.slug. */
+  list(): Promise<SandboxInfo[]>;
+  /** The last lines of the container's output, for failure reasons and `grove logs`. */
+  logs(slug: string, tail?: number): Promise<string>;
+}
+
+/** In-container paths, shared by the driver, the backend and the tests. */
+export const SANDBOX_PATHS = {
+  workspace: '/workspace',
+  run: '/run/grove',
+  socket: '/run/grove/backend.sock',
+  thread: '/var/lib/grove/thread',
+  home: '/home/grove',
+  agentState: '/home/grove/.claude',
+} as const;
+
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
