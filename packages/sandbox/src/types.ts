@@ -37,6 +37,16 @@ export interface SandboxInfo {
   oomKilled: boolean;
 }
 
+export interface DockerDriverOptions {
+  /**
+   * Scopes every container to one Grove home: names are `grove-<instance>-<project>.<name>` and the
+   * label `grove.instance` is set, so reconciliation and tests never touch another Grove's containers.
+   */
+  instance: string;
+  /** Docker engine socket; default /var/run/docker.sock. */
+  socketPath?: string;
+}
+
 export interface SandboxDriver {
   /** Throws GroveError('docker_unavailable') when the engine cannot be reached. */
   ping(): Promise<void>;

@@ -1,0 +1,62 @@
+/** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
+import type { Capacity, ForkRequest, GroveEvent, Workspace } from '@grove/contracts';
+import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
+import type { Logger } from 'pino';
+
+export interface GroveOptions {
+  /** State root (GROVE_HOME). Created if missing. */
+  home: string;
+  driver: SandboxDriver;
+  /** Sandbox image tag, e.g. grove-sandbox:latest. */
+  image: string;
+  /** Concurrency cap: running + creating never exceeds it. */
+  maxRunning: number;
+  logger: Logger;
+  /** How long to wait for a new sandbox's backend to answer /health. Default 30 s. */
+  healthTimeoutMs?: number;
+  /** How long a git caller waits for the per-repository lock before git_busy. Default 30 s. */
+  gitLockTimeoutMs?: number;
+  limits?: Partial<SandboxLimits>;
+  /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
+  sandboxEnv?: Record<string, string>;
+}
+
+export interface AddProjectOptions {
+  name: string;
+  /** Local path or URL of the repository to clone (bare) into <home>/repos/<name>. */
+  source: string;
+  /** Create and start the default workspace (slug = name). Default true. */
+  createDefault?: boolean;
+}
+
+export interface Grove {
+  /** Reconcile containers, rows and locks with reality; call once at server start. */
+  reconcile(): Promise<void>;
+  addProject(opts: AddProjectOptions): Promise<void>;
+  listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>>;
+  list(filter?: { project?: string; includeGone?: boolean }): Promise<{ workspaces: Workspace[]; capacity: Capacity }>;
+  capacity(): Promise<Capacity>;
+  /** Throws workspace_not_found. */
+  get(slug: string): Promise<Workspace>;
+  /**
+   * Reserve a slot (429 capacity_reached), add the worktree, start the sandbox, wait for health, register.
+   * wait=true: resolves with the running workspace or rejects with spawn_failed after rolling back.
+   * wait=false: resolves right after the reservation (state creating); the rest continues in the background.
+   */
+  fork(req: ForkRequest, opts?: { wait?: boolean }): Promise<Workspace>;
+  stop(slug: string): Promise<Workspace>;
+  /** Reopen a stopped workspace: same worktree, thread and agent session. */
+  start(slug: string): Promise<Workspace>;
+  /** Container and worktree removed, thread archived, branch kept. */
+  teardown(slug: string): Promise<Workspace>;
+  events(query?: { slug?: string; after?: number; limit?: number }): Promise<GroveEvent[]>;
+  /** Subscribe to audit events as they are written (live UI). Returns an unsubscribe function. */
+  onEvent(listener: (e: GroveEvent) => void): () => void;
+  /**
+   * The backend socket of a workspace for the proxy. Throws workspace_not_found, or workspace_stopped
+   * (409) when it is not running. Marks the workspace active.
+   */
+  socketFor(slug: string): Promise<string>;
+  /** Release resources (db handle, timers). */
+  close(): Promise<void>;
+}
