@@ -1,0 +1,66 @@
+/**
+ * The registry schema. Kept dialect-portable in spirit (text timestamps as ISO strings, JSON as text,
+ * no SQLite-only column types) so a Postgres schema can mirror it when DATABASE_URL arrives.
+ */
+import { sql } from 'drizzle-orm';
+import { index, integer, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+export const projects = sqliteTable('projects', {
+  name: text('name').primaryKey(),
+  /** Where the bare primary clone came from (local path or URL). */
+  source: text('source').notNull(),
+  defaultBranch: text('default_branch').notNull(),
+  createdAt: text('created_at').notNull(),
+});
+
+/** The states a row can hold; mirrors workspaceStateSchema in @grove/contracts. */
+export type WorkspaceStateValue = 'creating' | 'running' | 'stopped' | 'tearing-down' | 'gone' | 'failed';
+
+export const workspaces = sqliteTable(
+  'workspaces',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    slug: text('slug').notNull(),
+    project: text('project')
+      .notNull()
+      .references(() => projects.name),
+    name: text('name').notNull(),
+    isDefault: integer('is_default', { mode: 'boolean' }).notNull().default(false),
+    branch: text('branch').notNull(),
+    baseRef: text('base_ref').notNull(),
+    state: text('state').$type<WorkspaceStateValue>().notNull(),
+    failureReason: text('failure_reason'),
+    containerId: text('container_id'),
+    agentSessionId: text('agent_session_id'),
+    worktreePath: text('worktree_path'),
+    createdAt: text('created_at').notNull(),
+    updatedAt: text('updated_at').notNull(),
+    lastActivityAt: text('last_activity_at'),
+  },
+  (t) => [
+    // A live slug is unique; gone and failed rows stay behind as history and may repeat.
+    uniqueIndex('workspaces_live_slug')
+      .on(t.slug)
+      .where(sql`${t.state} IN ('creating', 'running', 'stopped', 'tearing-down')`),
+    index('workspaces_project').on(t.project),
+  ],
+);
+
+export const events = sqliteTable(
+  'events',
+  {
+    id: integer('id').primaryKey({ autoIncrement: true }),
+    slug: text('slug').notNull(),
+    type: text('type').notNull(),
+    data: text('data', { mode: 'json' }).$type<Record<string, unknown>>().notNull(),
+    at: text('at').notNull(),
+  },
+  (t) => [index('events_slug_id').on(t.slug, t.id)],
+);
+
+export type ProjectRow = typeof projects.$inferSelect;
+export type NewProjectRow = typeof projects.$inferInsert;
+export type WorkspaceRow = typeof workspaces.$inferSelect;
+export type NewWorkspaceRow = typeof workspaces.$inferInsert;
+export type EventRow = typeof events.$inferSelect;
+export type NewEventRow = typeof events.$inferInsert;
