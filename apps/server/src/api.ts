@@ -1,0 +1,89 @@
+// The registry API under /api: every body and parameter is checked with the contracts schemas.
+import { Hono } from 'hono';
+import type { Context } from 'hono';
+import type { Logger } from 'pino';
+import type { Grove } from '@grove/core';
+import {
+  GroveError,
+  eventsQuerySchema,
+  forkRequestSchema,
+  parseOrThrow,
+  slugSchema,
+  type ErrorCode,
+  type EventsResponse,
+  type ListWorkspacesResponse,
+  type WorkspaceResponse,
+} from '@grove/contracts';
+import { z } from 'zod';
+import { errorPayload } from './errors.ts';
+
+const NAME_FIELDS = new Set(['name', 'project']);
+
+async function readJson(c: Context): Promise<unknown> {
+  const type = c.req.header('content-type') ?? '';
+  if (!type.includes('application/json')) {
+    throw new GroveError('invalid_input', 'request body must be JSON (content-type: application/json)');
+  }
+  try {
+    return await c.req.json();
+  } catch {
+    throw new GroveError('invalid_input', 'request body is not valid JSON');
+  }
+}
+
+/** Names get their own code so clients can point at the field; everything else is invalid_input. */
+function parseFork(body: unknown) {
+  const r = forkRequestSchema.safeParse(body);
+  if (r.success) return r.data;
+  const nameIssue = r.error.issues.some((i) => NAME_FIELDS.has(String(i.path[0])));
+  const code: ErrorCode = nameIssue ? 'invalid_name' : 'invalid_input';
+  return parseOrThrow(forkRequestSchema, body, { what: 'workspace request', code });
+}
+
+function slugParam(c: Context): string {
+  return parseOrThrow(slugSchema, c.req.param('slug'), { what: 'workspace slug', code: 'invalid_name' });
+}
+
+const listQuerySchema = z.object({ project: z.string().optional(), all: z.enum(['0', '1']).optional() });
+const forkQuerySchema = z.object({ wait: z.enum(['true', 'false', '1', '0']).optional() });
+
+export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
+  const { grove, logger } = opts;
+  const app = new Hono();
+
+  app.onError((err, c) => {
+    const { status, body } = errorPayload(err, logger);
+    return c.json(body, status as 400);
+  });
+  app.notFound((c) => c.json({ code: 'not_found', message: `no API route ${c.req.method} ${c.req.path}` }, 404));
+
+  app.get('/api/projects', async (c) => c.json({ projects: await grove.listProjects() }));
+
+  app.get('/api/workspaces', async (c) => {
+    const q = parseOrThrow(listQuerySchema, c.req.query(), { what: 'query' });
+    const body: ListWorkspacesResponse = await grove.list({ project: q.project, includeGone: q.all === '1' });
+    return c.json(body);
+  });
+
+  app.post('/api/workspaces', async (c) => {
+    const q = parseOrThrow(forkQuerySchema, c.req.query(), { what: 'query' });
+    const req = parseFork(await readJson(c));
+    const wait = !(q.wait === 'false' || q.wait === '0');
+    const workspace = await grove.fork(req, { wait });
+    if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
+    return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
+  });
+
+  app.get('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.get(slugParam(c)) } satisfies WorkspaceResponse));
+  app.post('/api/workspaces/:slug/stop', async (c) => c.json({ workspace: await grove.stop(slugParam(c)) } satisfies WorkspaceResponse));
+  app.post('/api/workspaces/:slug/start', async (c) => c.json({ workspace: await grove.start(slugParam(c)) } satisfies WorkspaceResponse));
+  app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
+
+  app.get('/api/events', async (c) => {
+    const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });
+    const body: EventsResponse = { events: await grove.events(q) };
+    return c.json(body);
+  });
+
+  return app;
+}

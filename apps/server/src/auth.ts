@@ -1,0 +1,89 @@
+// Access control for the front door: one token (cookie or bearer) on every route but /api/health,
+// and an Origin check on writes and WebSocket upgrades so another site cannot ride the cookie.
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { IncomingMessage } from 'node:http';
+import { GroveError } from '@grove/contracts';
+
+export const COOKIE_NAME = 'grove_token';
+
+/** GROVE_TOKEN when set; otherwise the token generated at first start and kept (0600) under GROVE_HOME. */
+export function loadOrCreateToken(opts: { home: string; fromEnv?: string | undefined }): string {
+  if (opts.fromEnv) return opts.fromEnv;
+  const file = path.join(opts.home, 'token');
+  try {
+    const existing = fs.readFileSync(file, 'utf8').trim();
+    if (existing.length >= 16) return existing;
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+  }
+  fs.mkdirSync(opts.home, { recursive: true, mode: 0o700 });
+  const token = crypto.randomBytes(24).toString('base64url');
+  fs.writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  return token;
+}
+
+function safeEqual(a: string, b: string): boolean {
+  const ha = crypto.createHash('sha256').update(a).digest();
+  const hb = crypto.createHash('sha256').update(b).digest();
+  return crypto.timingSafeEqual(ha, hb);
+}
+
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  if (!header) return undefined;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq < 0) continue;
+    if (part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+  }
+  return undefined;
+}
+
+export function presentedToken(req: IncomingMessage): string | undefined {
+  const auth = req.headers.authorization;
+  if (auth?.startsWith('Bearer ')) return auth.slice('Bearer '.length).trim();
+  return readCookie(req.headers.cookie, COOKIE_NAME);
+}
+
+export function isAuthorized(req: IncomingMessage, token: string): boolean {
+  const presented = presentedToken(req);
+  return presented !== undefined && safeEqual(presented, token);
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * A request with an Origin header must come from this very host. Requests without one (curl, the CLI)
+ * still need the token, which a browser on a foreign site cannot read.
+ */
+export function checkOrigin(req: IncomingMessage, opts: { upgrade: boolean }): void {
+  if (!opts.upgrade && SAFE_METHODS.has(req.method ?? 'GET')) return;
+  const origin = req.headers.origin;
+  if (origin === undefined) return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    throw new GroveError('forbidden_origin', `Origin "${origin}" is not a valid origin`);
+  }
+  if (host !== req.headers.host) {
+    throw new GroveError('forbidden_origin', `requests from origin "${origin}" are refused; open Grove at http://${req.headers.host ?? 'its own address'}`);
+  }
+}
+
+/** Throws unauthorized / forbidden_origin; returns nothing when the request may pass. */
+export function authorize(req: IncomingMessage, opts: { token: string; upgrade: boolean }): void {
+  if (!isAuthorized(req, opts.token)) {
+    throw new GroveError('unauthorized', 'a Grove token is required: open the URL printed at start (/login?token=…) or send Authorization: Bearer <token>');
+  }
+  checkOrigin(req, { upgrade: opts.upgrade });
+}
+
+export function loginCookie(token: string): string {
+  return `${COOKIE_NAME}=${encodeURIComponent(token)}; HttpOnly; SameSite=Strict; Path=/; Max-Age=31536000`;
+}
+
+export function tokenMatches(candidate: string | null | undefined, token: string): boolean {
+  return typeof candidate === 'string' && safeEqual(candidate, token);
+}

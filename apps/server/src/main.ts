@@ -1,0 +1,65 @@
+// Entry point of the Grove server: configuration, reconciliation, the demo project, then serve.
+import crypto from 'node:crypto';
+import { pino } from 'pino';
+import { createGrove } from '@grove/core';
+import { createDockerDriver } from '@grove/sandbox';
+import { loadEnv } from './env.ts';
+import { loadOrCreateToken } from './auth.ts';
+import { ensureDemoRepo } from './demo.ts';
+import { createGroveServer, loadWeb } from './server.ts';
+
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const logger = pino({ level: env.LOG_LEVEL, base: { svc: 'grove' } });
+  const token = loadOrCreateToken({ home: env.GROVE_HOME, fromEnv: env.GROVE_TOKEN });
+  // One Docker engine may serve several Grove homes (tests, a second checkout): scope containers to this one.
+  const instance = crypto.createHash('sha256').update(env.GROVE_HOME).digest('hex').slice(0, 8);
+  const driver = createDockerDriver({ instance, socketPath: env.GROVE_DOCKER_SOCKET });
+  await driver.ping();
+
+  const grove = await createGrove({
+    home: env.GROVE_HOME,
+    driver,
+    image: env.GROVE_IMAGE,
+    maxRunning: env.GROVE_MAX_RUNNING,
+    logger,
+    healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
+  });
+  await grove.reconcile();
+
+  const web = await loadWeb(env.GROVE_WEB_DIR, logger);
+  const front = createGroveServer({ grove, logger, token, web });
+  const port = await front.listen(env.GROVE_PORT, env.GROVE_HOST);
+  const shown = env.GROVE_HOST === '0.0.0.0' || env.GROVE_HOST === '127.0.0.1' ? 'localhost' : env.GROVE_HOST;
+  logger.info({ port, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING }, 'grove.listening');
+
+  if (env.GROVE_DEMO) {
+    const source = await ensureDemoRepo({ home: env.GROVE_HOME, filesDir: env.GROVE_DEMO_DIR });
+    await grove.addProject({ name: 'demo', source }).catch((err: unknown) => logger.error({ err }, 'demo project could not start'));
+  }
+
+  process.stderr.write(`\n  Grove is running: http://${shown}:${port}/login?token=${token}\n  Access token: ${token}\n\n`);
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'grove.shutdown');
+    // Sandboxes keep running; the next start reconciles with them.
+    void front
+      .close()
+      .then(() => grove.close())
+      .then(() => process.exit(0))
+      .catch((err: unknown) => {
+        logger.error({ err }, 'shutdown failed');
+        process.exit(1);
+      });
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`grove: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,224 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket, WebSocketServer } from 'ws';
+import { pino } from 'pino';
+import type { Grove } from '@grove/core';
+import { GroveError, type Workspace } from '@grove/contracts';
+import { createGroveServer, type GroveServer } from './server.ts';
+
+// Handlers tested in memory: a small in-memory Grove (the registry logic itself is tested in
+// packages/core and e2e/ against real Docker) and a real HTTP + WebSocket server on a Unix socket.
+const TOKEN = 'test-token-0123456789abcdef';
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-server-test-'));
+const sock = path.join(dir, 'backend.sock');
+
+function ws(slug: string, state: Workspace['state']): Workspace {
+  const now = new Date().toISOString();
+  return { slug, project: 'demo', name: slug.split('~')[1] ?? 'default', isDefault: !slug.includes('~'), branch: 'grove/x', baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: now, updatedAt: now, lastActivityAt: null };
+}
+
+const registry = new Map<string, Workspace>([
+  ['demo', ws('demo', 'running')],
+  ['demo~off', ws('demo~off', 'stopped')],
+]);
+const forks: unknown[] = [];
+
+const grove: Grove = {
+  reconcile: async () => {},
+  addProject: async () => {},
+  listProjects: async () => [{ name: 'demo', defaultBranch: 'main', createdAt: new Date().toISOString() }],
+  list: async () => ({ workspaces: [...registry.values()], capacity: { running: 1, creating: 0, cap: 2 } }),
+  capacity: async () => ({ running: 1, creating: 0, cap: 2 }),
+  get: async (slug) => {
+    const w = registry.get(slug);
+    if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    return w;
+  },
+  fork: async (req) => {
+    forks.push(req);
+    if (req.name === 'full') throw new GroveError('capacity_reached', 'all 2 sandboxes are in use', { details: { running: 2, cap: 2 } });
+    return ws(`${req.project}~${req.name}`, 'running');
+  },
+  stop: async (slug) => ws(slug, 'stopped'),
+  start: async (slug) => ws(slug, 'running'),
+  teardown: async (slug) => ws(slug, 'gone'),
+  events: async () => [],
+  onEvent: () => () => {},
+  socketFor: async (slug) => {
+    const w = registry.get(slug);
+    if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    if (w.state !== 'running') throw new GroveError('workspace_stopped', `workspace "${slug}" is stopped; reopen it with POST /api/workspaces/${slug}/start`, { details: { slug, state: w.state } });
+    return sock;
+  },
+  close: async () => {},
+};
+
+let backend: http.Server;
+let front: GroveServer;
+let base: string;
+
+beforeAll(async () => {
+  backend = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ url: req.url, method: req.method }));
+  });
+  const wss = new WebSocketServer({ server: backend });
+  wss.on('connection', (s, req) => s.send(`hello ${req.url}`));
+  await new Promise<void>((r) => backend.listen(sock, r));
+  front = createGroveServer({ grove, logger: pino({ level: 'silent' }), token: TOKEN });
+  const port = await front.listen(0, '127.0.0.1');
+  base = `http://127.0.0.1:${port}`;
+});
+
+afterAll(async () => {
+  await front.close();
+  await new Promise<void>((r) => backend.close(() => r()));
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+async function wsOpen(url: string, headers: Record<string, string>): Promise<{ status?: number; first?: string }> {
+  return new Promise((resolve) => {
+    const s = new WebSocket(url, { headers });
+    s.on('unexpected-response', (_req, res) => resolve({ status: res.statusCode }));
+    s.on('message', (m) => {
+      resolve({ first: String(m) });
+      s.close();
+    });
+    s.on('error', () => {});
+  });
+}
+
+describe('auth', () => {
+  it('answers /api/health without a token and reveals nothing else', async () => {
+    const r = await fetch(`${base}/api/health`);
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ ok: true });
+  });
+
+  it.each(['/api/workspaces', '/api/events', '/api/projects', '/w/demo/health', '/w/demo/thread', '/api/workspaces/demo'])('refuses %s without a token', async (p) => {
+    const r = await fetch(`${base}${p}`);
+    expect(r.status).toBe(401);
+    expect((await r.json()).code).toBe('unauthorized');
+  });
+
+  it('refuses a wrong token and a write without one', async () => {
+    expect((await fetch(`${base}/api/workspaces`, { headers: { authorization: 'Bearer nope-nope-nope-nope' } })).status).toBe(401);
+    const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(r.status).toBe(401);
+  });
+
+  it('refuses the WebSocket upgrade without a token', async () => {
+    const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, {});
+    expect(res.status).toBe(401);
+  });
+
+  it('sets an HttpOnly SameSite cookie on /login with the right token, which then works', async () => {
+    const bad = await fetch(`${base}/login?token=wrong`, { redirect: 'manual' });
+    expect(bad.status).toBe(401);
+    const r = await fetch(`${base}/login?token=${TOKEN}`, { redirect: 'manual' });
+    expect(r.status).toBe(303);
+    const cookie = r.headers.get('set-cookie') ?? '';
+    expect(cookie).toMatch(/HttpOnly/);
+    expect(cookie).toMatch(/SameSite=Strict/);
+    const ok = await fetch(`${base}/api/workspaces`, { headers: { cookie: cookie.split(';')[0] ?? '' } });
+    expect(ok.status).toBe(200);
+  });
+
+  it('refuses writes and upgrades from a foreign Origin', async () => {
+    const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, origin: 'http://evil.example', 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'x' }) });
+    expect(r.status).toBe(403);
+    expect((await r.json()).code).toBe('forbidden_origin');
+    const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, { ...auth, origin: 'http://evil.example' });
+    expect(res.status).toBe(403);
+    const same = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, { ...auth, origin: base });
+    expect(same.first).toBe('hello /stream');
+  });
+});
+
+describe('registry API', () => {
+  it('lists workspaces with capacity', async () => {
+    const r = await fetch(`${base}/api/workspaces`, { headers: auth });
+    const body = await r.json();
+    expect(body.capacity).toEqual({ running: 1, creating: 0, cap: 2 });
+    expect(body.workspaces.map((w: Workspace) => w.slug)).toEqual(['demo', 'demo~off']);
+  });
+
+  it.each([
+    ['../x', /only a-z/],
+    ['a/b', /only a-z/],
+    ['Upper', /lowercase/],
+    ['x'.repeat(40), /at most 39/],
+    ['', /must not be empty/],
+    ['dеmo', /ASCII/],
+    ['a~b', /only a-z/],
+    ['-a', /start with a letter or digit/],
+    ['default', /reserved/],
+  ])('rejects the name %j with 422 saying which rule failed', async (name, rule) => {
+    const before = forks.length;
+    const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name }) });
+    expect(r.status).toBe(422);
+    const body = await r.json();
+    expect(body.code).toBe('invalid_name');
+    expect(body.message).toMatch(rule);
+    expect(forks.length).toBe(before);
+  });
+
+  it('rejects bodies that are not JSON or carry unknown fields', async () => {
+    const notJson = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{nope' });
+    expect(notJson.status).toBe(422);
+    expect((await notJson.json()).message).toMatch(/not valid JSON/);
+    const extra = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', rm: '-rf' }) });
+    expect(extra.status).toBe(422);
+    const badFrom = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', from: '--upload-pack=x' }) });
+    expect(badFrom.status).toBe(422);
+    expect((await badFrom.json()).code).toBe('invalid_input');
+  });
+
+  it('forks (201), and maps capacity_reached to 429 with running and cap', async () => {
+    const ok = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'feat' }) });
+    expect(ok.status).toBe(201);
+    expect((await ok.json()).workspace.slug).toBe('demo~feat');
+    const full = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'full' }) });
+    expect(full.status).toBe(429);
+    expect(await full.json()).toMatchObject({ code: 'capacity_reached', running: 2, cap: 2 });
+  });
+
+  it('answers 404 JSON for an unknown slug and an unknown route', async () => {
+    const r = await fetch(`${base}/api/workspaces/demo~nope`, { headers: auth });
+    expect(r.status).toBe(404);
+    expect((await r.json()).code).toBe('workspace_not_found');
+    const route = await fetch(`${base}/api/nothing`, { headers: auth });
+    expect(route.status).toBe(404);
+    expect((await route.json()).code).toBe('not_found');
+  });
+});
+
+describe('proxy', () => {
+  it('forwards /w/<slug>/… to the backend socket with the prefix stripped', async () => {
+    const r = await fetch(`${base}/w/demo/thread?x=1`, { headers: auth });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ url: '/thread?x=1', method: 'GET' });
+  });
+
+  it('answers 404 for an unknown slug, 409 for a stopped one, 422 for a bad slug', async () => {
+    const unknown = await fetch(`${base}/w/demo~ghost/health`, { headers: auth });
+    expect(unknown.status).toBe(404);
+    const stopped = await fetch(`${base}/w/demo~off/health`, { headers: auth });
+    expect(stopped.status).toBe(409);
+    const body = await stopped.json();
+    expect(body.code).toBe('workspace_stopped');
+    expect(body.message).toMatch(/start/);
+    const bad = await fetch(`${base}/w/..%2F..%2Fetc/health`, { headers: auth });
+    expect(bad.status).toBe(422);
+  });
+
+  it('proxies WebSocket upgrades', async () => {
+    const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, auth);
+    expect(res.first).toBe('hello /stream');
+  });
+});
