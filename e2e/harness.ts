@@ -1,0 +1,186 @@
+// Starts the real Grove server (real Docker, real git, real SQLite) in a child process for e2e tests.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { WebSocket } from 'ws';
+import type { StreamFrame, Workspace } from '@grove/contracts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const TOKEN = 'e2e-token-0123456789abcdef';
+
+export interface RunningServer {
+  base: string;
+  home: string;
+  instance: string;
+  child: ChildProcess;
+  logs: string[];
+  api<T = unknown>(method: string, p: string, body?: unknown): Promise<{ status: number; body: T }>;
+  /** SIGTERM and wait for exit. */
+  stop(): Promise<void>;
+  /** SIGKILL and wait for exit. */
+  kill(): Promise<void>;
+}
+
+export function makeHome(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `grove-e2e-${prefix}-`));
+}
+
+export function instanceOf(home: string): string {
+  return crypto.createHash('sha256').update(path.resolve(home)).digest('hex').slice(0, 8);
+}
+
+export async function startServer(opts: { home: string; env?: Record<string, string> }): Promise<RunningServer> {
+  const logs: string[] = [];
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'apps/server/src/main.ts')], {
+    cwd: root,
+    env: {
+      ...process.env,
+      GROVE_HOME: opts.home,
+      GROVE_PORT: '0',
+      GROVE_TOKEN: TOKEN,
+      GROVE_MAX_RUNNING: '4',
+      GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
+      LOG_LEVEL: 'info',
+      ...opts.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let buf = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), 90_000);
+    child.stdout?.on('data', (d: Buffer) => {
+      buf += d.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        logs.push(line);
+        try {
+          const j = JSON.parse(line) as { msg?: string; port?: number };
+          if (j.msg === 'grove.listening' && j.port) {
+            clearTimeout(timer);
+            resolve(j.port);
+          }
+        } catch {
+          // not a log line
+        }
+      }
+    });
+    child.stderr?.on('data', (d: Buffer) => logs.push(d.toString()));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${logs.join('\n')}`));
+    });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const end = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill(signal);
+    await exited;
+  };
+  return {
+    base,
+    home: opts.home,
+    instance: instanceOf(opts.home),
+    child,
+    logs,
+    async api<T>(method: string, p: string, body?: unknown) {
+      const r = await fetch(`${base}${p}`, {
+        method,
+        headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      const text = await r.text();
+      return { status: r.status, body: (text ? JSON.parse(text) : undefined) as T };
+    },
+    stop: () => end('SIGTERM'),
+    kill: () => end('SIGKILL'),
+  };
+}
+
+/** Wait until the demo project's default workspace is running (the server starts it in the background). */
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 60_000): Promise<T> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function waitRunning(s: RunningServer, slug: string): Promise<Workspace> {
+  return waitFor(`${slug} running`, async () => {
+    const r = await s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${slug}`);
+    return r.status === 200 && r.body.workspace.state === 'running' ? r.body.workspace : undefined;
+  });
+}
+
+export function containersOf(instance: string, all = true): string[] {
+  const out = execFileSync('docker', ['ps', ...(all ? ['-a'] : []), '-q', '--filter', `label=grove.instance=${instance}`], { encoding: 'utf8' });
+  return out.split('\n').filter(Boolean);
+}
+
+export function containerOf(instance: string, slug: string): string | undefined {
+  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=grove.instance=${instance}`, '--filter', `label=grove.slug=${slug}`], { encoding: 'utf8' });
+  return out.split('\n').filter(Boolean)[0];
+}
+
+export function dockerExec(container: string, cmd: string[]): { code: number; out: string } {
+  try {
+    return { code: 0, out: execFileSync('docker', ['exec', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+  } catch (e) {
+    const err = e as { status?: number; stdout?: string; stderr?: string };
+    return { code: err.status ?? 1, out: `${err.stdout ?? ''}${err.stderr ?? ''}` };
+  }
+}
+
+export function git(cwd: string, ...args: string[]): string {
+  return execFileSync('git', ['-c', 'safe.directory=*', ...args], { cwd, encoding: 'utf8' }).trim();
+}
+
+/** Remove every container of this Grove home and the home itself. */
+export function cleanup(home: string): void {
+  const ids = containersOf(instanceOf(home));
+  if (ids.length) execFileSync('docker', ['rm', '-f', ...ids], { stdio: 'ignore' });
+  fs.rmSync(home, { recursive: true, force: true });
+}
+
+/** Collect stream frames from /w/<slug>/stream until `until` says stop. */
+export function openStream(s: RunningServer, slug: string): { frames: StreamFrame[]; ready: Promise<void>; until(pred: (f: StreamFrame) => boolean, timeoutMs?: number): Promise<StreamFrame>; close(): void } {
+  const frames: StreamFrame[] = [];
+  const waiters: Array<{ pred: (f: StreamFrame) => boolean; resolve: (f: StreamFrame) => void }> = [];
+  const sock = new WebSocket(`${s.base.replace('http', 'ws')}/w/${slug}/stream`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const ready = new Promise<void>((resolve, reject) => {
+    sock.once('open', () => resolve());
+    sock.once('error', reject);
+    sock.once('unexpected-response', (_q, r) => reject(new Error(`upgrade refused: ${r.statusCode}`)));
+  });
+  sock.on('message', (m) => {
+    const f = JSON.parse(String(m)) as StreamFrame;
+    frames.push(f);
+    for (const w of [...waiters]) {
+      if (w.pred(f)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(f);
+      }
+    }
+  });
+  return {
+    frames,
+    ready,
+    until(pred, timeoutMs = 30_000) {
+      const seen = frames.find(pred);
+      if (seen) return Promise.resolve(seen);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no matching frame; got ${JSON.stringify(frames).slice(0, 500)}`)), timeoutMs);
+        waiters.push({ pred, resolve: (f) => (clearTimeout(t), resolve(f)) });
+      });
+    },
+    close: () => sock.close(),
+  };
+}
