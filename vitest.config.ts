@@ -9,6 +9,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: 2,
-    reporters: ['default'],
+    reporters: ['default', './scripts/summary-reporter.ts'],
   },
 });
