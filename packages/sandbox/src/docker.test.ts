@@ -1,0 +1,348 @@
+// Real-Docker tests for the Docker driver: the hardening is checked from inside live containers.
+// Needs a running engine and the image from docker/build-image.sh (`npm run setup`). Never sends
+// traffic to any non-loopback address.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { request } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isGroveError } from '@grove/contracts';
+import { createDockerDriver, containerName, demuxLogs, LABELS } from './docker.ts';
+import { SANDBOX_GID, SANDBOX_UID } from './types.ts';
+import type { SandboxSpec } from './types.ts';
+
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
+const INSTANCE = `t${randomBytes(4).toString('hex')}`;
+const OTHER_INSTANCE = `${INSTANCE}x`;
+const PROJECT = 'proj';
+const LIMITS = { memoryBytes: 256 * 1024 * 1024, nanoCpus: 500_000_000, pids: 128 };
+
+const driver = createDockerDriver({ instance: INSTANCE });
+
+/** Host-side fixture mirroring a Grove home: bare primary clone + two worktrees. */
+interface Fixture {
+  root: string;
+  common: string;
+  specs: { a: SandboxSpec; b: SandboxSpec };
+}
+let fx: Fixture;
+
+function git(args: string[], cwd?: string): string {
+  return execFileSync('git', ['-c', 'user.name=Grove Test', '-c', 'user.email=test@grove.invalid', ...args], {
+    cwd,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+  }).trim();
+}
+
+function chownTree(path: string): void {
+  chownSync(path, SANDBOX_UID, SANDBOX_GID);
+  if (!statSync(path).isDirectory()) return;
+  for (const entry of readdirSync(path)) chownTree(join(path, entry));
+}
+
+function makeFixture(): Fixture {
+  if (process.getuid?.() !== 0 && process.getuid?.() !== SANDBOX_UID) {
+    throw new Error('these tests must run as root (to hand the fixture to uid 1000) or as uid 1000');
+  }
+  // Under $HOME on purpose: Grove's default state root is ~/.grove, and for root that means the
+  // git dirs are mounted under /root, which the image must let uid 1000 traverse.
+  const root = mkdtempSync(join(homedir(), '.grove-sandbox-test-'));
+  const common = join(root, 'repos', PROJECT);
+  const seed = join(root, 'seed');
+  git(['init', '-q', '-b', 'main', seed]);
+  writeFileSync(join(seed, 'README.md'), 'hello\n');
+  git(['add', 'README.md'], seed);
+  git(['commit', '-q', '-m', 'initial'], seed);
+  git(['clone', '-q', '--bare', seed, common]);
+  rmSync(seed, { recursive: true, force: true });
+
+  const specFor = (name: 'a' | 'b'): SandboxSpec => {
+    const slug = `${PROJECT}~${name}`;
+    const worktreePath = join(root, 'worktrees', PROJECT, name);
+    git(['--git-dir', common, 'worktree', 'add', '-q', '-b', `grove/${name}`, worktreePath, 'main']);
+    const spec: SandboxSpec = {
+      slug,
+      project: PROJECT,
+      image: IMAGE,
+      worktreePath,
+      gitAdminDir: join(common, 'worktrees', name),
+      gitCommonDir: common,
+      runDir: join(root, 'run', slug),
+      threadDir: join(root, 'threads', slug),
+      stateDir: join(root, 'state', slug),
+      env: { GROVE_SLUG: slug },
+      limits: LIMITS,
+    };
+    for (const d of [spec.runDir, spec.threadDir, spec.stateDir]) mkdirSync(d, { recursive: true });
+    return spec;
+  };
+  const specs = { a: specFor('a'), b: specFor('b') };
+  // The host commits on the workspace branch (DESIGN s8), so grove/a is ahead of main: moving main
+  // to HEAD from inside would be a real change, which the read-only common dir must refuse.
+  writeFileSync(join(specs.a.worktreePath, 'work.txt'), 'work\n');
+  git(['add', 'work.txt'], specs.a.worktreePath);
+  git(['commit', '-q', '-m', 'work on a'], specs.a.worktreePath);
+  if (process.getuid?.() === 0) {
+    for (const s of Object.values(specs)) {
+      for (const d of [s.worktreePath, s.gitAdminDir, s.runDir, s.threadDir, s.stateDir]) chownTree(d);
+    }
+  }
+  return { root, common, specs };
+}
+
+/** Run a shell command inside a container as its configured user (uid 1000). */
+function sh(slug: string, script: string): { code: number; out: string } {
+  const r = spawnSync('docker', ['exec', containerName(INSTANCE, slug), 'sh', '-c', script], { encoding: 'utf8' });
+  return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
+}
+
+function dockerInspect(name: string): {
+  HostConfig: Record<string, unknown>;
+  Mounts: { Source: string; Destination: string; RW: boolean }[];
+  Config: { Env: string[] };
+} {
+  return JSON.parse(execFileSync('docker', ['inspect', name], { encoding: 'utf8' }))[0];
+}
+
+/** GET over the backend's Unix socket, as the server's proxy does (a socket file, not the network). */
+function getOverSocket(socketPath: string, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ socketPath, path, method: 'GET' }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function waitForHealth(socketPath: string, timeoutMs = 15_000): Promise<number> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const status = await getOverSocket(socketPath, '/health').then(
+      (r) => r.status,
+      () => 0,
+    );
+    if (status === 200 || Date.now() > deadline) return status;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function removeLabelled(instance: string): void {
+  const ids = execFileSync('docker', ['ps', '-aq', '--filter', `label=${LABELS.instance}=${instance}`], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean);
+  if (ids.length > 0) spawnSync('docker', ['rm', '-f', ...ids]);
+}
+
+beforeAll(async () => {
+  await driver.ping();
+  if (!(await driver.imageExists(IMAGE))) throw new Error(`${IMAGE} is missing: run \`npm run setup\` first`);
+  fx = makeFixture();
+  await Promise.all([driver.ensure(fx.specs.a), driver.ensure(fx.specs.b)]);
+});
+
+afterAll(() => {
+  removeLabelled(INSTANCE);
+  removeLabelled(OTHER_INSTANCE);
+  if (fx) rmSync(fx.root, { recursive: true, force: true });
+});
+
+describe('docker driver: hardening, seen from inside the container', () => {
+  const a = `${PROJECT}~a`;
+
+  it('runs as an unprivileged user with no capabilities', () => {
+    expect(sh(a, 'id -u').out.trim()).toBe(String(SANDBOX_UID));
+    expect(sh(a, 'grep CapEff /proc/self/status').out).toMatch(/CapEff:\s+0+\s*$/);
+    expect(sh(a, 'grep NoNewPrivs /proc/self/status').out).toMatch(/NoNewPrivs:\s+1/);
+  });
+
+  it('has a read-only root with writable /tmp, $HOME and the mounted dirs', () => {
+    expect(sh(a, 'touch /x').code).not.toBe(0);
+    expect(sh(a, 'touch /opt/grove/x').code).not.toBe(0);
+    expect(sh(a, 'touch /tmp/x && touch "$HOME/x"').code).toBe(0);
+    expect(sh(a, 'echo "$HOME"').out.trim()).toBe('/home/grove');
+    expect(sh(a, 'touch /run/grove/x /var/lib/grove/thread/x /workspace/x').code).toBe(0);
+  });
+
+  it('binds the agent state dir over the $HOME tmpfs', () => {
+    expect(sh(a, 'echo remembered > /home/grove/.claude/session && echo scratch > /home/grove/scratch').code).toBe(0);
+    const hostFile = join(fx.specs.a.stateDir, 'session');
+    expect(existsSync(hostFile)).toBe(true);
+    expect(statSync(hostFile).uid).toBe(SANDBOX_UID);
+    // The tmpfs part of $HOME stays in the container.
+    expect(existsSync(join(fx.specs.a.stateDir, '..', 'scratch'))).toBe(false);
+  });
+
+  it('has no network besides loopback, and nothing of the host on it', () => {
+    expect(sh(a, 'ls /sys/class/net').out.trim().split(/\s+/)).toEqual(['lo']);
+    const routes = sh(a, 'cat /proc/net/route').out.trim().split('\n');
+    expect(routes).toHaveLength(1); // the header line only
+    const probe = sh(
+      a,
+      `node -e "const s=require('net').connect(4300,'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})"`,
+    );
+    expect(probe.code).toBe(3);
+    expect(probe.out).toContain('ECONNREFUSED');
+  });
+
+  it('sees neither the Docker socket nor the other workspace', () => {
+    expect(sh(a, 'test -e /var/run/docker.sock || test -e /run/docker.sock').code).not.toBe(0);
+    expect(sh(a, `test -e '${fx.specs.b.worktreePath}'`).code).not.toBe(0);
+    expect(sh(a, `test -e '${fx.specs.b.runDir}'`).code).not.toBe(0);
+    expect(sh(a, `test -e '${fx.specs.b.stateDir}'`).code).not.toBe(0);
+    expect(sh(a, 'ls /run/grove').out).not.toContain('proj~b');
+  });
+
+  it('lets git read the worktree but not write refs or objects', () => {
+    const mainBefore = git(['--git-dir', fx.common, 'rev-parse', 'refs/heads/main']);
+    const status = sh(a, 'cd /workspace && git status --porcelain=v1 --branch');
+    expect(status.code, status.out).toBe(0);
+    expect(status.out).toContain('## grove/a');
+    expect(sh(a, 'cd /workspace && git log --oneline -1').out).toContain('work on a');
+
+    const update = sh(a, 'cd /workspace && git update-ref refs/heads/main HEAD');
+    expect(update.code).not.toBe(0);
+    expect(update.out).toMatch(/read-only file system/i);
+    expect(git(['--git-dir', fx.common, 'rev-parse', 'refs/heads/main'])).toBe(mainBefore);
+
+    const add = sh(a, 'cd /workspace && echo new > new.txt && git add new.txt');
+    expect(add.code).not.toBe(0);
+    expect(add.out).toMatch(/read-only file system/i);
+  });
+
+  it('carries the hardening and the limits in its HostConfig', () => {
+    const info = dockerInspect(containerName(INSTANCE, a));
+    const hc = info.HostConfig;
+    expect(hc.NetworkMode).toBe('none');
+    expect(hc.ReadonlyRootfs).toBe(true);
+    expect(hc.CapDrop).toEqual(['ALL']);
+    expect(hc.CapAdd ?? null).toBeNull();
+    expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
+    expect(hc.Privileged).toBe(false);
+    expect(hc.Memory).toBe(LIMITS.memoryBytes);
+    expect(hc.MemorySwap).toBe(LIMITS.memoryBytes);
+    expect(hc.NanoCpus).toBe(LIMITS.nanoCpus);
+    expect(hc.PidsLimit).toBe(LIMITS.pids);
+    expect(hc.RestartPolicy).toMatchObject({ Name: expect.stringMatching(/^(no)?$/) });
+    expect(Object.keys(hc.Tmpfs as object).sort()).toEqual(['/home/grove', '/tmp']);
+    const mounts = Object.fromEntries(info.Mounts.map((m) => [m.Destination, m]));
+    const s = fx.specs.a;
+    expect(Object.keys(mounts).sort()).toEqual(
+      ['/workspace', s.gitAdminDir, s.gitCommonDir, '/run/grove', '/var/lib/grove/thread', '/home/grove/.claude'].sort(),
+    );
+    expect(mounts[s.gitCommonDir]?.RW).toBe(false);
+    expect(mounts[s.gitAdminDir]?.RW).toBe(true);
+    expect(info.Mounts.some((m) => m.Source.includes('docker.sock'))).toBe(false);
+    expect(info.Config.Env).toEqual(expect.arrayContaining(['HOME=/home/grove', 'GIT_CONFIG_KEY_0=safe.directory', `GROVE_SLUG=${a}`]));
+  });
+});
+
+describe('docker driver: lifecycle', () => {
+  it('runs the real backend, reachable over the socket in the host run dir', async () => {
+    expect(await waitForHealth(join(fx.specs.a.runDir, 'backend.sock'))).toBe(200);
+    expect(await driver.logs('proj~a', 50)).toContain('backend listening');
+  });
+
+  it('ensure() is idempotent and reports the running container', async () => {
+    const first = await driver.ensure(fx.specs.a);
+    const second = await driver.ensure(fx.specs.a);
+    expect(second.id).toBe(first.id);
+    expect(second).toMatchObject({ slug: 'proj~a', project: PROJECT, running: true, exitCode: null, oomKilled: false });
+    expect((await driver.inspect('proj~a'))?.id).toBe(first.id);
+  });
+
+  it('stop() keeps the container and ensure() starts the same one again', async () => {
+    const before = await driver.ensure(fx.specs.b);
+    await driver.stop('proj~b');
+    const stopped = await driver.inspect('proj~b');
+    expect(stopped).toMatchObject({ id: before.id, running: false });
+    expect(stopped?.exitCode).not.toBeNull();
+    await driver.stop('proj~b'); // already stopped: no error
+    const again = await driver.ensure(fx.specs.b);
+    expect(again).toMatchObject({ id: before.id, running: true });
+  });
+
+  it('ensure() recreates a container made from a different spec', async () => {
+    const before = await driver.ensure(fx.specs.b);
+    const changed = { ...fx.specs.b, env: { ...fx.specs.b.env, EXTRA: '1' } };
+    const after = await driver.ensure(changed);
+    expect(after.id).not.toBe(before.id);
+    expect(after.running).toBe(true);
+    expect(dockerInspect(containerName(INSTANCE, 'proj~b')).Config.Env).toContain('EXTRA=1');
+  });
+
+  it('list() returns only this instance', async () => {
+    // A foreign Grove's container (never started) must not show up.
+    execFileSync('docker', [
+      'create',
+      '--name', `grove-${OTHER_INSTANCE}-proj`,
+      '--label', `${LABELS.instance}=${OTHER_INSTANCE}`,
+      '--label', `${LABELS.slug}=proj`,
+      '--label', `${LABELS.project}=proj`,
+      '--network', 'none',
+      IMAGE,
+    ]);
+    const slugs = (await driver.list()).map((i) => i.slug).sort();
+    expect(slugs).toEqual(['proj~a', 'proj~b']);
+  });
+
+  it('logs() honours tail, and returns nothing for an absent container', async () => {
+    expect((await driver.logs('proj~a', 1)).trim().split('\n')).toHaveLength(1);
+    expect(await driver.logs('proj~nope')).toBe('');
+  });
+
+  it('remove() removes, and is quiet when absent', async () => {
+    await driver.remove('proj~b');
+    expect(await driver.inspect('proj~b')).toBeNull();
+    await driver.remove('proj~b');
+    await driver.stop('proj~b');
+    expect((await driver.list()).map((i) => i.slug)).toEqual(['proj~a']);
+  });
+
+  it('fails clearly for a missing image', async () => {
+    const err = await driver.ensure({ ...fx.specs.b, image: `grove-missing-${INSTANCE}:none` }).catch((e: unknown) => e);
+    expect(isGroveError(err) && err.code).toBe('spawn_failed');
+    expect(await driver.inspect('proj~b')).toBeNull();
+  });
+
+  it('rejects specs outside the rules before touching Docker', async () => {
+    const bad = await driver.ensure({ ...fx.specs.a, slug: '../x' }).catch((e: unknown) => e);
+    expect(isGroveError(bad) && bad.code).toBe('invalid_name');
+    const rel = await driver.ensure({ ...fx.specs.a, runDir: 'run/x' }).catch((e: unknown) => e);
+    expect(isGroveError(rel) && rel.code).toBe('invalid_input');
+  });
+});
+
+describe('docker driver: engine unavailable', () => {
+  it('maps a dead socket to docker_unavailable with a hint', async () => {
+    const dead = createDockerDriver({ instance: INSTANCE, socketPath: join(fx.root, 'no-such.sock') });
+    const err = await dead.ping().catch((e: unknown) => e);
+    expect(isGroveError(err) && err.code).toBe('docker_unavailable');
+    expect((err as Error).message).toMatch(/start it/);
+  });
+});
+
+describe('demuxLogs', () => {
+  const frame = (kind: number, text: string): Buffer => {
+    const body = Buffer.from(text);
+    const head = Buffer.alloc(8);
+    head[0] = kind;
+    head.writeUInt32BE(body.length, 4);
+    return Buffer.concat([head, body]);
+  };
+
+  it('joins stdout and stderr frames in order', () => {
+    expect(demuxLogs(Buffer.concat([frame(1, 'out\n'), frame(2, 'err\n'), frame(1, 'more')]))).toBe('out\nerr\nmore');
+  });
+
+  it('passes raw (TTY) output through', () => {
+    expect(demuxLogs(Buffer.from('plain text log\n'))).toBe('plain text log\n');
+    expect(demuxLogs(Buffer.alloc(0))).toBe('');
+  });
+});

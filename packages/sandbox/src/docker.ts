@@ -1,0 +1,365 @@
+// The Docker implementation of SandboxDriver: one hardened container per workspace (DESIGN.md s5).
+import { createHash } from 'node:crypto';
+import { isAbsolute, normalize } from 'node:path';
+import Docker from 'dockerode';
+import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
+import { GroveError, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
+import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
+import type { DockerDriverOptions, SandboxDriver, SandboxInfo, SandboxSpec } from './types.ts';
+
+export const LABELS = {
+  slug: 'grove.slug',
+  project: 'grove.project',
+  instance: 'grove.instance',
+  /** Hash of the create options; a container whose hash differs was made from an older spec and is recreated. */
+  spec: 'grove.spec',
+} as const;
+
+const DEFAULT_SOCKET = '/var/run/docker.sock';
+const STOP_TIMEOUT_S = 5;
+const DEFAULT_LOG_TAIL = 200;
+// Both tmpfs mounts count against the container's memory limit, so they stay small. `exec` is
+// explicit because Docker defaults tmpfs to noexec, which breaks compilers and test runners that
+// execute from /tmp, and buys nothing while the worktree itself is writable and executable.
+const TMPFS_OPTS = 'rw,exec,nosuid,nodev';
+const TMPFS = {
+  '/tmp': `${TMPFS_OPTS},size=256m,mode=1777`,
+  [SANDBOX_PATHS.home]: `${TMPFS_OPTS},size=64m,mode=0755,uid=${SANDBOX_UID},gid=${SANDBOX_GID}`,
+};
+const INSTANCE_RE = /^[a-z0-9][a-z0-9-]{0,30}$/;
+
+/** Container name for a slug: `grove-<instance>-<project>.<name>` (`~` is not allowed in Docker names). */
+export function containerName(instance: string, slug: string): string {
+  return `grove-${instance}-${slug.replace('~', '.')}`;
+}
+
+export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
+  if (!INSTANCE_RE.test(opts.instance)) {
+    throw new GroveError('invalid_input', `sandbox instance "${opts.instance}" must match ${INSTANCE_RE.source}`);
+  }
+  const socketPath = opts.socketPath ?? DEFAULT_SOCKET;
+  const docker = new Docker({ socketPath });
+  const instance = opts.instance;
+  const queues = new Map<string, Promise<unknown>>();
+
+  /** Map engine-unreachable errors to docker_unavailable; everything else passes through. */
+  async function call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (e) {
+      throw toUnavailable(e, socketPath) ?? e;
+    }
+  }
+
+  /** Serialise lifecycle calls per container so two ensure()s for one slug never race on create. */
+  function serial<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    const prev = queues.get(name) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => undefined);
+    queues.set(name, tail);
+    void tail.then(() => {
+      if (queues.get(name) === tail) queues.delete(name);
+    });
+    return next;
+  }
+
+  function nameFor(slug: string): string {
+    parseOrThrow(slugSchema, slug, { what: 'slug', code: 'invalid_name' });
+    return containerName(instance, slug);
+  }
+
+  async function inspectRaw(name: string): Promise<ContainerInspectInfo | null> {
+    try {
+      return await call(() => docker.getContainer(name).inspect());
+    } catch (e) {
+      if (statusOf(e) === 404) return null;
+      throw e;
+    }
+  }
+
+  async function removeByName(name: string): Promise<void> {
+    try {
+      await call(() => docker.getContainer(name).remove({ force: true, v: true }));
+    } catch (e) {
+      // 404: already gone; 409: another remove is in flight, which ends in the same place.
+      if (statusOf(e) === 404 || statusOf(e) === 409) return;
+      throw e;
+    }
+  }
+
+  async function imageId(image: string): Promise<string> {
+    try {
+      const info = await call(() => docker.getImage(image).inspect());
+      return info.Id;
+    } catch (e) {
+      if (statusOf(e) !== 404) throw e;
+      throw new GroveError('spawn_failed', `sandbox image "${image}" is not built; run \`npm run setup\` (docker/build-image.sh)`, {
+        details: { image },
+      });
+    }
+  }
+
+  async function ensureLocked(spec: SandboxSpec, name: string): Promise<SandboxInfo> {
+    const body = createOptions(spec, { instance, name });
+    const wantImage = await imageId(spec.image);
+    let current = await inspectRaw(name);
+    if (current && !reusable(current, body, wantImage)) {
+      await removeByName(name);
+      current = null;
+    }
+    if (!current) {
+      try {
+        await call(() => docker.createContainer(body));
+      } catch (e) {
+        // 409: the name was taken between inspect and create (another process); use that one.
+        if (statusOf(e) !== 409) throw spawnFailed(e, `creating container ${name}`);
+      }
+      current = await inspectRaw(name);
+      if (!current) throw new GroveError('spawn_failed', `container ${name} vanished right after it was created`);
+    }
+    const container = docker.getContainer(name);
+    if (current.State.Paused) await call(() => container.unpause());
+    if (!current.State.Running) {
+      try {
+        await call(() => container.start());
+      } catch (e) {
+        if (statusOf(e) !== 304) throw spawnFailed(e, `starting container ${name}`);
+      }
+    }
+    const after = await inspectRaw(name);
+    if (!after) throw new GroveError('spawn_failed', `container ${name} vanished right after it was started`);
+    return toInfo(after);
+  }
+
+  return {
+    async ping() {
+      await call(() => docker.ping());
+    },
+
+    async imageExists(image) {
+      try {
+        await call(() => docker.getImage(image).inspect());
+        return true;
+      } catch (e) {
+        if (statusOf(e) === 404) return false;
+        throw e;
+      }
+    },
+
+    async ensure(spec) {
+      validateSpec(spec);
+      const name = nameFor(spec.slug);
+      return serial(name, () => ensureLocked(spec, name));
+    },
+
+    async inspect(slug) {
+      const raw = await inspectRaw(nameFor(slug));
+      return raw ? toInfo(raw) : null;
+    },
+
+    async stop(slug) {
+      const name = nameFor(slug);
+      return serial(name, async () => {
+        try {
+          await call(() => docker.getContainer(name).stop({ t: STOP_TIMEOUT_S }));
+        } catch (e) {
+          // 304: not running; 404: absent. Both already satisfy "stopped".
+          if (statusOf(e) === 304 || statusOf(e) === 404) return;
+          throw e;
+        }
+      });
+    },
+
+    async remove(slug) {
+      const name = nameFor(slug);
+      return serial(name, () => removeByName(name));
+    },
+
+    async list() {
+      const rows = await call(() =>
+        docker.listContainers({ all: true, filters: { label: [`${LABELS.instance}=${instance}`, LABELS.slug] } }),
+      );
+      // Inspect each: the list rows carry neither the exit code nor the OOM flag.
+      const infos = await Promise.all(rows.map((r) => inspectRaw(r.Id)));
+      return infos.filter((i): i is ContainerInspectInfo => i !== null).map(toInfo);
+    },
+
+    async logs(slug, tail = DEFAULT_LOG_TAIL) {
+      const name = nameFor(slug);
+      try {
+        const buf = await call(() =>
+          docker.getContainer(name).logs({ stdout: true, stderr: true, follow: false, tail: Math.max(0, Math.floor(tail)) }),
+        );
+        return demuxLogs(buf);
+      } catch (e) {
+        if (statusOf(e) === 404) return '';
+        throw e;
+      }
+    },
+  };
+}
+
+/** The full create request. Everything security-relevant is here, so the hash label covers it. */
+export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: string }): ContainerCreateOptions {
+  const env: Record<string, string> = {
+    ...spec.env,
+    HOME: SANDBOX_PATHS.home,
+    // The worktree belongs to uid 1000 but the common dir to the host user; without this git
+    // refuses the repository as "dubious ownership".
+    GIT_CONFIG_COUNT: '1',
+    GIT_CONFIG_KEY_0: 'safe.directory',
+    GIT_CONFIG_VALUE_0: '*',
+  };
+  // Docker orders mounts by destination depth, so the admin dir (inside the common dir) lands on
+  // top of the read-only common dir, and the state dir on top of the /home/grove tmpfs.
+  const mounts: MountSettings[] = [
+    bind(spec.worktreePath, SANDBOX_PATHS.workspace, false),
+    bind(spec.gitCommonDir, spec.gitCommonDir, true),
+    bind(spec.gitAdminDir, spec.gitAdminDir, false),
+    bind(spec.runDir, SANDBOX_PATHS.run, false),
+    bind(spec.threadDir, SANDBOX_PATHS.thread, false),
+    bind(spec.stateDir, SANDBOX_PATHS.agentState, false),
+  ];
+  const body: ContainerCreateOptions = {
+    name: ctx.name,
+    Image: spec.image,
+    User: `${SANDBOX_UID}:${SANDBOX_GID}`,
+    WorkingDir: SANDBOX_PATHS.workspace,
+    Env: Object.keys(env)
+      .sort()
+      .map((k) => `${k}=${env[k]}`),
+    Labels: {
+      [LABELS.slug]: spec.slug,
+      [LABELS.project]: spec.project,
+      [LABELS.instance]: ctx.instance,
+    },
+    HostConfig: {
+      NetworkMode: 'none',
+      ReadonlyRootfs: true,
+      Tmpfs: TMPFS,
+      CapDrop: ['ALL'],
+      SecurityOpt: ['no-new-privileges'],
+      Privileged: false,
+      // tini as PID 1: forwards SIGTERM to the backend and reaps the agent's orphaned children.
+      Init: true,
+      PidsLimit: spec.limits.pids,
+      Memory: spec.limits.memoryBytes,
+      MemorySwap: spec.limits.memoryBytes,
+      NanoCpus: spec.limits.nanoCpus,
+      Mounts: mounts,
+      // Pinned so logs() works whatever the daemon's default driver is, and bounded on disk.
+      LogConfig: { Type: 'json-file', Config: { 'max-size': '5m', 'max-file': '2' } },
+      // No RestartPolicy: the host's reconciliation decides what runs.
+    },
+  };
+  const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex').slice(0, 16);
+  body.Labels = { ...body.Labels, [LABELS.spec]: hash };
+  return body;
+}
+
+function bind(source: string, target: string, readOnly: boolean): MountSettings {
+  // Mounts (not Binds): a missing source is an error instead of a directory silently created as root.
+  return { Type: 'bind', Source: source, Target: target, ReadOnly: readOnly, BindOptions: { Propagation: 'rprivate' } };
+}
+
+function reusable(current: ContainerInspectInfo, body: ContainerCreateOptions, wantImage: string): boolean {
+  if (current.State.Dead || current.State.Status === 'removing') return false;
+  if (current.Image !== wantImage) return false;
+  return current.Config.Labels?.[LABELS.spec] === body.Labels?.[LABELS.spec];
+}
+
+function validateSpec(spec: SandboxSpec): void {
+  parseOrThrow(slugSchema, spec.slug, { what: 'slug', code: 'invalid_name' });
+  if (parseSlug(spec.slug).project !== spec.project) {
+    throw new GroveError('invalid_input', `sandbox spec: project "${spec.project}" does not match slug "${spec.slug}"`);
+  }
+  const paths = {
+    worktreePath: spec.worktreePath,
+    gitAdminDir: spec.gitAdminDir,
+    gitCommonDir: spec.gitCommonDir,
+    runDir: spec.runDir,
+    threadDir: spec.threadDir,
+    stateDir: spec.stateDir,
+  };
+  for (const [key, p] of Object.entries(paths)) {
+    if (!isAbsolute(p) || normalize(p) !== p || (p.length > 1 && p.endsWith('/'))) {
+      throw new GroveError('invalid_input', `sandbox spec: ${key} must be a normalised absolute path, got "${p}"`);
+    }
+  }
+  if (!spec.gitAdminDir.startsWith(`${spec.gitCommonDir}/`)) {
+    throw new GroveError('invalid_input', 'sandbox spec: gitAdminDir must lie inside gitCommonDir');
+  }
+  const { memoryBytes, nanoCpus, pids } = spec.limits;
+  for (const [key, v] of Object.entries({ memoryBytes, nanoCpus, pids })) {
+    if (!Number.isSafeInteger(v) || v <= 0) {
+      throw new GroveError('invalid_input', `sandbox spec: limits.${key} must be a positive integer, got ${v}`);
+    }
+  }
+  for (const k of Object.keys(spec.env)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k)) throw new GroveError('invalid_input', `sandbox spec: bad env name "${k}"`);
+  }
+}
+
+function toInfo(raw: ContainerInspectInfo): SandboxInfo {
+  const labels = raw.Config.Labels ?? {};
+  const exited = raw.State.Status === 'exited' || raw.State.Status === 'dead';
+  return {
+    id: raw.Id,
+    slug: labels[LABELS.slug] ?? '',
+    project: labels[LABELS.project] ?? '',
+    running: raw.State.Running,
+    exitCode: exited ? raw.State.ExitCode : null,
+    oomKilled: raw.State.OOMKilled,
+  };
+}
+
+/**
+ * Docker multiplexes stdout/stderr of non-TTY containers into frames: 1 byte stream id, 3 zero
+ * bytes, 4 bytes big-endian length, payload. Anything that doesn't parse as frames is raw text.
+ */
+export function demuxLogs(buf: Buffer): string {
+  const parts: Buffer[] = [];
+  let off = 0;
+  while (off + 8 <= buf.length) {
+    const kind = buf[off];
+    if ((kind !== 0 && kind !== 1 && kind !== 2) || buf[off + 1] !== 0 || buf[off + 2] !== 0 || buf[off + 3] !== 0) {
+      return buf.toString('utf8');
+    }
+    const len = buf.readUInt32BE(off + 4);
+    parts.push(buf.subarray(off + 8, off + 8 + len));
+    off += 8 + len;
+  }
+  if (off !== buf.length) return buf.toString('utf8');
+  return Buffer.concat(parts).toString('utf8');
+}
+
+function statusOf(e: unknown): number | undefined {
+  if (typeof e !== 'object' || e === null) return undefined;
+  const s = (e as { statusCode?: unknown }).statusCode;
+  return typeof s === 'number' ? s : undefined;
+}
+
+function messageOf(e: unknown): string {
+  if (typeof e !== 'object' || e === null) return String(e);
+  const json = (e as { json?: { message?: unknown } }).json;
+  if (json && typeof json.message === 'string') return json.message;
+  return e instanceof Error ? e.message : String(e);
+}
+
+function spawnFailed(e: unknown, what: string): unknown {
+  if (e instanceof GroveError) return e;
+  return new GroveError('spawn_failed', `${what}: ${messageOf(e)}`, { cause: e });
+}
+
+const UNREACHABLE = new Set(['ECONNREFUSED', 'ENOENT', 'EACCES', 'EPERM', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
+
+function toUnavailable(e: unknown, socketPath: string): GroveError | null {
+  if (e instanceof GroveError) return null;
+  const code = typeof e === 'object' && e !== null ? (e as { code?: unknown }).code : undefined;
+  if (typeof code !== 'string' || !UNREACHABLE.has(code)) return null;
+  const hint =
+    code === 'EACCES' || code === 'EPERM'
+      ? `permission denied on ${socketPath}: run Grove as root or add the user to the "docker" group`
+      : `no Docker engine answers on ${socketPath}: start it with \`npm run setup\` (starts dockerd), \`sudo systemctl start docker\`, or \`sudo dockerd &\``;
+  return new GroveError('docker_unavailable', `Docker is unavailable (${code}): ${hint}`, { details: { socketPath }, cause: e });
+}
