@@ -1,0 +1,53 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { cp, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Only root can hand files to the sandbox uid; anyone else (a dev box running as uid 1000) already matches or cannot. */
+export function canChown(): boolean {
+  return process.getuid?.() === 0;
+}
+
+/** chown -R without following symlinks (a worktree may contain links pointing anywhere). */
+export async function chownTree(path: string, uid: number, gid: number): Promise<void> {
+  if (!canChown()) return;
+  await run('chown', ['-R', '-h', `${uid}:${gid}`, '--', path]);
+}
+
+export async function ensureDir(path: string, owner?: { uid: number; gid: number }): Promise<void> {
+  await mkdir(path, { recursive: true });
+  if (owner) await chownTree(path, owner.uid, owner.gid);
+}
+
+export async function isNonEmptyDir(path: string): Promise<boolean> {
+  try {
+    return (await readdir(path)).length > 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Move src to dest (creating dest's parent); falls back to copy + remove across filesystems. No-op when src is absent. */
+export async function moveInto(src: string, dest: string): Promise<boolean> {
+  if (!existsSync(src)) return false;
+  await mkdir(dirname(dest), { recursive: true });
+  try {
+    await rename(src, dest);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EXDEV') throw e;
+    await cp(src, dest, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
+    await rm(src, { recursive: true, force: true });
+  }
+  return true;
+}
+
+export async function removeDir(path: string): Promise<void> {
+  await rm(path, { recursive: true, force: true });
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

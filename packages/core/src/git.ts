@@ -1,0 +1,225 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, realpath, rm } from 'node:fs/promises';
+import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
+import { GroveError } from '@grove/contracts';
+import { simpleGit } from 'simple-git';
+import type { SimpleGit } from 'simple-git';
+
+/**
+ * The git operations core needs, over simple-git. Worktrees are chowned to the sandbox uid while the host
+ * runs as root, so every call passes safe.directory=* (git would otherwise refuse to touch them).
+ */
+function git(baseDir: string, blockMs = 60_000): SimpleGit {
+  return simpleGit({
+    baseDir,
+    config: ['safe.directory=*'],
+    allowConfig: ['safe.directory'],
+    strict: true,
+    timeout: { block: blockMs },
+  });
+}
+
+function gitFailed(what: string, e: unknown): GroveError {
+  const msg = e instanceof Error ? e.message.trim() : String(e);
+  return new GroveError('git_failed', `${what}: ${msg}`, { cause: e });
+}
+
+export function branchForName(name: string): string {
+  return `grove/${name}`;
+}
+
+/** Clone source as a bare repository at dest (whose parent must exist). A half-done clone is removed. */
+export async function cloneBare(source: string, dest: string): Promise<void> {
+  await mkdir(dirname(dest), { recursive: true });
+  try {
+    // Cloning can be silent for a long time on big repositories; allow ten minutes without output.
+    await git(dirname(dest), 600_000).clone(source, dest, ['--bare']);
+  } catch (e) {
+    await rm(dest, { recursive: true, force: true });
+    throw gitFailed(`cloning ${source}`, e);
+  }
+}
+
+/** True when dir is itself a bare repository (not merely inside some other repository). */
+export async function isBareRepo(dir: string): Promise<boolean> {
+  if (!existsSync(dir)) return false;
+  try {
+    const out = await git(dir).raw(['rev-parse', '--is-bare-repository', '--absolute-git-dir']);
+    const [bare, gitDir] = out.trim().split('\n');
+    return bare === 'true' && gitDir !== undefined && (await realpath(gitDir)) === (await realpath(dir));
+  } catch {
+    return false;
+  }
+}
+
+/** The branch the bare repository's HEAD points at; git_failed when it has no commits. */
+export async function defaultBranch(repo: string): Promise<string> {
+  let branch: string;
+  try {
+    branch = (await git(repo).raw(['symbolic-ref', '--short', 'HEAD'])).trim();
+  } catch (e) {
+    throw gitFailed('reading the default branch', e);
+  }
+  if (!branch || !(await branchExists(repo, branch))) {
+    throw new GroveError('git_failed', `the repository has no commits on its default branch${branch ? ` "${branch}"` : ''}`);
+  }
+  return branch;
+}
+
+export async function branchExists(repo: string, branch: string): Promise<boolean> {
+  const out = await git(repo).raw(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`]);
+  return out.trim().length > 0;
+}
+
+/** The commit a ref names, or null when it names none. ref must be pre-validated (no leading "-"). */
+export async function resolveCommit(repo: string, ref: string): Promise<string | null> {
+  const out = await git(repo).raw(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]);
+  const sha = out.trim();
+  return /^[0-9a-f]{40,64}$/.test(sha) ? sha : null;
+}
+
+/** grove/<name>, or grove/<name>-<4 hex> when that branch already exists (the name was used before). */
+export async function freshBranch(repo: string, name: string): Promise<string> {
+  const plain = branchForName(name);
+  if (!(await branchExists(repo, plain))) return plain;
+  for (let i = 0; i < 16; i++) {
+    const candidate = `${plain}-${randomBytes(2).toString('hex')}`;
+    if (!(await branchExists(repo, candidate))) return candidate;
+  }
+  throw new GroveError('git_failed', `could not find a free branch name for ${plain}`);
+}
+
+export interface WorktreeEntry {
+  path: string;
+  branch: string | null;
+  head: string | null;
+  locked: boolean;
+  prunable: boolean;
+}
+
+export async function listWorktrees(repo: string): Promise<WorktreeEntry[]> {
+  const out = await git(repo).raw(['worktree', 'list', '--porcelain']);
+  const entries: WorktreeEntry[] = [];
+  let cur: WorktreeEntry | null = null;
+  for (const line of out.split('\n')) {
+    if (line.startsWith('worktree ')) {
+      cur = { path: line.slice('worktree '.length), branch: null, head: null, locked: false, prunable: false };
+      entries.push(cur);
+    } else if (cur && line.startsWith('branch ')) cur.branch = line.slice('branch '.length);
+    else if (cur && line.startsWith('HEAD ')) cur.head = line.slice('HEAD '.length);
+    else if (cur && (line === 'locked' || line.startsWith('locked '))) cur.locked = true;
+    else if (cur && (line === 'prunable' || line.startsWith('prunable '))) cur.prunable = true;
+  }
+  return entries;
+}
+
+async function canonical(p: string): Promise<string> {
+  try {
+    return await realpath(p);
+  } catch {
+    return resolve(p);
+  }
+}
+
+async function findWorktree(repo: string, path: string): Promise<WorktreeEntry | undefined> {
+  const want = await canonical(path);
+  for (const e of await listWorktrees(repo)) {
+    if (e.path === path || (await canonical(e.path)) === want) return e;
+  }
+  return undefined;
+}
+
+/**
+ * The worktree's own admin dir (<common>/worktrees/<id>), read from its .git file rather than guessed:
+ * git appends a number to the id when the basename is taken.
+ */
+export async function worktreeAdminDir(repo: string, worktreePath: string): Promise<string> {
+  const text = await readFile(resolve(worktreePath, '.git'), 'utf8');
+  const m = /^gitdir: (.+)$/m.exec(text);
+  if (!m?.[1]) throw new GroveError('git_failed', `${worktreePath}/.git does not name its git dir`);
+  const admin = resolve(worktreePath, m[1].trim());
+  const root = resolve(await canonical(repo), 'worktrees');
+  const rel = relative(root, await canonical(admin));
+  if (!rel || rel.startsWith('..') || isAbsolute(rel) || rel.includes(sep)) {
+    throw new GroveError('git_failed', `${worktreePath} belongs to another repository (${admin})`);
+  }
+  return resolve(root, rel);
+}
+
+export interface EnsureWorktreeResult {
+  /** An existing valid worktree on the branch was kept. */
+  reused: boolean;
+  /** This call created the branch (from base). */
+  createdBranch: boolean;
+  adminDir: string;
+}
+
+/**
+ * Make <path> a worktree of repo on branch. Idempotent: a valid worktree on the branch is reused; a stray
+ * directory or a worktree on another branch is removed and re-added. The branch is created from base when
+ * it does not exist. Call under the repository lock.
+ */
+export async function ensureWorktree(repo: string, opts: { path: string; branch: string; base: string }): Promise<EnsureWorktreeResult> {
+  const { path, branch, base } = opts;
+  const entry = await findWorktree(repo, path);
+  if (entry && entry.branch === `refs/heads/${branch}` && !entry.prunable && existsSync(resolve(path, '.git'))) {
+    return { reused: true, createdBranch: false, adminDir: await worktreeAdminDir(repo, path) };
+  }
+  if (entry || existsSync(path)) await removeWorktree(repo, path);
+  await mkdir(dirname(path), { recursive: true });
+  const createdBranch = !(await branchExists(repo, branch));
+  const args = createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch];
+  try {
+    await git(repo).raw(args);
+  } catch (e) {
+    throw gitFailed(`git worktree add for ${branch}`, e);
+  }
+  return { reused: false, createdBranch, adminDir: await worktreeAdminDir(repo, path) };
+}
+
+/** Remove a worktree (even a dirty or locked one) and its directory, then prune. No error when absent. */
+export async function removeWorktree(repo: string, path: string): Promise<void> {
+  const entry = await findWorktree(repo, path);
+  if (entry) {
+    try {
+      // Twice --force: also removes a worktree git left locked when a crash interrupted `worktree add`.
+      await git(repo).raw(['worktree', 'remove', '--force', '--force', entry.path]);
+    } catch {
+      // The directory may already be gone; rm + prune below finish the job.
+    }
+  }
+  await rm(path, { recursive: true, force: true });
+  await prune(repo);
+}
+
+export async function prune(repo: string): Promise<void> {
+  try {
+    await git(repo).raw(['worktree', 'prune']);
+  } catch (e) {
+    throw gitFailed('git worktree prune', e);
+  }
+}
+
+/** Commits on branch that are not reachable from base; null when either cannot be resolved. */
+export async function commitsBeyond(repo: string, branch: string, base: string): Promise<number | null> {
+  try {
+    const out = await git(repo).raw(['rev-list', '--count', `${base}..refs/heads/${branch}`]);
+    const n = Number.parseInt(out.trim(), 10);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Delete branch only when it holds no work (no commits beyond base). Returns whether it was deleted. */
+export async function deleteBranchIfEmpty(repo: string, branch: string, base: string): Promise<boolean> {
+  if (!(await branchExists(repo, branch))) return false;
+  if ((await commitsBeyond(repo, branch, base)) !== 0) return false;
+  try {
+    await git(repo).raw(['branch', '-D', branch]);
+    return true;
+  } catch (e) {
+    throw gitFailed(`deleting branch ${branch}`, e);
+  }
+}

@@ -1,0 +1,793 @@
+import { existsSync } from 'node:fs';
+import { mkdir, readdir, rm } from 'node:fs/promises';
+import { basename, join, resolve } from 'node:path';
+import {
+  DEFAULT_WORKSPACE_NAME,
+  GroveError,
+  forkRequestSchema,
+  isGroveError,
+  makeSlug,
+  parseOrThrow,
+  workspaceNameSchema,
+} from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, Workspace } from '@grove/contracts';
+import { openDb } from '@grove/db';
+import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
+import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
+import type { SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
+import type { Logger } from 'pino';
+import { chownTree, ensureDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import {
+  cloneBare,
+  defaultBranch as readDefaultBranch,
+  deleteBranchIfEmpty,
+  ensureWorktree,
+  freshBranch,
+  isBareRepo,
+  listWorktrees,
+  prune,
+  removeWorktree,
+  resolveCommit,
+} from './git.ts';
+import { getOverSocket, probeHealth } from './health.ts';
+import { RepoLock } from './lock.ts';
+import { KeyedMutex } from './mutex.ts';
+import { createPaths, validProject, validSlug } from './paths.ts';
+import type { GrovePaths } from './paths.ts';
+import { LIVE_STATES, Store, nowIso, toWorkspace } from './store.ts';
+import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
+
+export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
+const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
+const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
+/** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
+const ACTIVITY_WRITE_MS = 5_000;
+const HEALTH_POLL_MS = 50;
+/** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
+const INSPECT_EVERY = 5;
+const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
+
+type Step = 'worktree' | 'dirs' | 'image' | 'container' | 'health' | 'register';
+
+/** A failure whose message is already the reason a user should read. */
+class StepFailure extends Error {
+  override name = 'StepFailure';
+}
+
+/** What a fork did so far, so a rollback undoes exactly that. */
+interface Undo {
+  worktree: boolean;
+  branchCreated: boolean;
+  baseCommit: string | null;
+}
+
+function reasonOf(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+function notFound(slug: string): GroveError {
+  return new GroveError('workspace_not_found', `no workspace "${slug}"`, { details: { slug } });
+}
+
+function invalidState(row: WorkspaceRow, action: string): GroveError {
+  const why = row.state === 'failed' && row.failureReason ? ` (${row.failureReason}); tear it down and fork again` : '';
+  return new GroveError('invalid_state', `cannot ${action} workspace "${row.slug}": it is ${row.state}${why}`, {
+    details: { slug: row.slug, state: row.state },
+  });
+}
+
+/** spawn_failed for everything except an unreachable Docker engine, which keeps its own 503 code. */
+function spawnError(e: unknown, reason: string, details: Record<string, unknown>): GroveError {
+  const code = isGroveError(e) && e.code === 'docker_unavailable' ? 'docker_unavailable' : 'spawn_failed';
+  return new GroveError(code, reason, { cause: e, details });
+}
+
+function parseForkRequest(req: unknown): ForkRequest {
+  if (typeof req !== 'object' || req === null) throw new GroveError('invalid_input', 'invalid fork request: expected an object');
+  const r = req as Record<string, unknown>;
+  // Names first, so a bad name answers invalid_name with the rule it broke rather than a generic invalid_input.
+  validProject(r.project);
+  parseOrThrow(workspaceNameSchema, r.name, { what: 'workspace name', code: 'invalid_name' });
+  return parseOrThrow(forkRequestSchema, req, { what: 'fork request' });
+}
+
+function validSource(source: unknown): string {
+  if (typeof source !== 'string' || source.length === 0 || source.length > 4096) {
+    throw new GroveError('invalid_input', 'invalid project source: expected a repository path or URL');
+  }
+  // eslint-disable-next-line no-control-regex
+  if (source.startsWith('-') || /[\x00-\x1f]/.test(source)) {
+    throw new GroveError('invalid_input', 'invalid project source: must not start with "-" or contain control characters');
+  }
+  return existsSync(source) ? resolve(source) : source;
+}
+
+class GroveImpl implements Grove {
+  private readonly store: Store;
+  private readonly lock: RepoLock;
+  /** One lifecycle operation per workspace at a time in this process. */
+  private readonly slugs = new KeyedMutex();
+  private readonly inflight = new Map<string, { abort: AbortController; task: Promise<unknown> }>();
+  private readonly listeners = new Set<(e: GroveEvent) => void>();
+  private readonly activity = new Map<string, number>();
+  private readonly healthTimeoutMs: number;
+  private readonly limits: SandboxLimits;
+  private readonly log: Logger;
+  private closed = false;
+
+  constructor(
+    private readonly opts: GroveOptions,
+    private readonly paths: GrovePaths,
+    private readonly handle: DbHandle,
+  ) {
+    this.store = new Store(handle.db);
+    this.log = opts.logger;
+    this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    this.lock = new RepoLock({ dir: paths.locksRoot, timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS, logger: opts.logger });
+  }
+
+  // ---- queries ----
+
+  async listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>> {
+    return this.store.projects().map((p) => ({ name: p.name, defaultBranch: p.defaultBranch, createdAt: p.createdAt }));
+  }
+
+  async list(filter: { project?: string; includeGone?: boolean } = {}): Promise<{ workspaces: Workspace[]; capacity: Capacity }> {
+    const project = filter.project === undefined ? undefined : validProject(filter.project);
+    const rows = this.store.rows({ project });
+    let shown = rows;
+    if (!filter.includeGone) {
+      // Live rows, plus a failed attempt while it is the newest row of its slug (the card that explains the failure).
+      const newest = new Map<string, WorkspaceRow>();
+      for (const r of rows) newest.set(r.slug, r);
+      shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
+    }
+    return { workspaces: shown.map(toWorkspace), capacity: this.store.capacity(this.opts.maxRunning) };
+  }
+
+  async capacity(): Promise<Capacity> {
+    return this.store.capacity(this.opts.maxRunning);
+  }
+
+  async get(slug: string): Promise<Workspace> {
+    validSlug(slug);
+    const row = this.store.live(slug) ?? this.store.latest(slug);
+    if (!row) throw notFound(slug);
+    return toWorkspace(row);
+  }
+
+  async events(query: { slug?: string; after?: number; limit?: number } = {}): Promise<GroveEvent[]> {
+    if (query.slug !== undefined) validSlug(query.slug);
+    return this.store.events(query);
+  }
+
+  onEvent(listener: (e: GroveEvent) => void): () => void {
+    this.listeners.add(listener);
+    return () => {
+      this.listeners.delete(listener);
+    };
+  }
+
+  async socketFor(slug: string): Promise<string> {
+    validSlug(slug);
+    const row = this.store.live(slug);
+    if (!row) throw notFound(slug);
+    if (row.state !== 'running') {
+      const hint =
+        row.state === 'stopped'
+          ? `reopen it with POST /api/workspaces/${slug}/start or \`grove start ${slug}\``
+          : row.state === 'creating'
+            ? `it is starting; try again in a moment (or POST /api/workspaces/${slug}/start once it is stopped)`
+            : 'it is being torn down';
+      throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: ${hint}`, { details: { slug, state: row.state } });
+    }
+    const now = Date.now();
+    if (now - (this.activity.get(slug) ?? 0) >= ACTIVITY_WRITE_MS) {
+      this.activity.set(slug, now);
+      this.store.touch(row.id, new Date(now).toISOString());
+    }
+    return this.paths.socket(slug);
+  }
+
+  // ---- projects ----
+
+  async addProject(o: AddProjectOptions): Promise<void> {
+    this.assertOpen();
+    const name = validProject(o.name);
+    const source = validSource(o.source);
+    const repo = this.paths.repo(name);
+    const defaultBranch = await this.lock.withLock(name, async () => {
+      if (!(await isBareRepo(repo))) {
+        if (existsSync(repo)) {
+          this.log.warn({ project: name }, 'replacing a directory that is not a bare clone');
+          await rm(repo, { recursive: true, force: true });
+        }
+        const t0 = Date.now();
+        await cloneBare(source, repo);
+        this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
+      }
+      return readDefaultBranch(repo);
+    });
+    const existing = this.store.project(name);
+    if (existing && existing.source !== source) {
+      this.log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
+    }
+    const project = this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() });
+    if (o.createDefault === false || this.store.live(name)) return;
+    try {
+      await this.create({ project, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: true });
+    } catch (e) {
+      // Created concurrently by another caller: that is the state we wanted.
+      if (isGroveError(e) && e.code === 'workspace_exists') return;
+      throw e;
+    }
+  }
+
+  private requireProject(name: string): ProjectRow {
+    const p = this.store.project(name);
+    if (!p) throw new GroveError('project_not_found', `no project "${name}"; add it first`, { details: { project: name } });
+    return p;
+  }
+
+  // ---- fork ----
+
+  async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
+    this.assertOpen();
+    const { project, name, from } = parseForkRequest(req);
+    const proj = this.requireProject(project);
+    return this.create({ project: proj, name, isDefault: false, baseRef: from ?? proj.defaultBranch, wait: opts.wait ?? true });
+  }
+
+  private async create(c: { project: ProjectRow; name: string; isDefault: boolean; baseRef: string; wait: boolean }): Promise<Workspace> {
+    const slug = validSlug(makeSlug(c.project.name, c.name));
+    // Fail before reserving anything when Docker is down (503, nothing to undo).
+    await this.opts.driver.ping();
+    // The branch is chosen before the reservation and recorded in the row, so a crash at any later point
+    // still knows which branch this fork created. Only forks of this slug could create it meanwhile, and
+    // the live-slug unique index serializes those.
+    const repo = this.paths.repo(c.project.name);
+    const branch = c.isDefault ? 'grove/default' : await freshBranch(repo, c.name);
+    const { row, capacity } = this.store.reserveNew(
+      { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef },
+      this.opts.maxRunning,
+    );
+    this.emit(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
+    // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
+    const abort = new AbortController();
+    const task = this.slugs.run(slug, () => this.runCreate(row, abort.signal));
+    this.track(slug, abort, task);
+    if (c.wait) return task;
+    task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
+    return toWorkspace(row);
+  }
+
+  private async runCreate(reserved: WorkspaceRow, signal: AbortSignal): Promise<Workspace> {
+    const t0 = Date.now();
+    const { slug, project } = reserved;
+    let row = reserved;
+    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null };
+    let step: Step = 'worktree';
+    try {
+      const repo = this.paths.repo(project);
+      const path = this.paths.worktree(project, row.name);
+      const wt = await this.lock.withLock(project, async () => {
+        const baseCommit = await resolveCommit(repo, row.baseRef);
+        if (!baseCommit) throw new StepFailure(`base "${row.baseRef}" is not a branch, tag or commit of project "${project}"`);
+        undo.baseCommit = baseCommit;
+        row = this.store.update(row.id, { worktreePath: path }) ?? row;
+        undo.worktree = true;
+        const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit });
+        undo.branchCreated = r.createdBranch;
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
+        return { ...r, baseCommit };
+      });
+      this.emit(slug, 'workspace.prepared', {
+        workspaceId: row.id,
+        branch: row.branch,
+        base: row.baseRef,
+        baseCommit: wt.baseCommit,
+        branchCreated: wt.createdBranch,
+        reused: wt.reused,
+        ms: Date.now() - t0,
+      });
+      this.checkAbort(signal);
+
+      step = 'dirs';
+      await this.prepareDirs(slug, { fresh: true });
+      this.checkAbort(signal);
+
+      step = 'image';
+      await this.requireImage();
+
+      step = 'container';
+      const info = await this.ensureSandbox(row, wt.adminDir);
+      row = this.store.update(row.id, { containerId: info.id }) ?? row;
+      this.checkAbort(signal);
+
+      step = 'health';
+      await this.waitHealthy(slug, signal);
+
+      step = 'register';
+      const running = this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
+      if (!running) throw new StepFailure('the workspace left the creating state while it was being created');
+      this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId: info.id, ms: Date.now() - t0 });
+      return toWorkspace(running);
+    } catch (e) {
+      const reason = reasonOf(e);
+      this.log.error({ err: e, slug, step }, `fork of ${slug} failed at ${step}: ${reason}`);
+      const problems = await this.rollbackFork(row, undo);
+      this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null });
+      this.emit(slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step, reason, ms: Date.now() - t0, ...(problems.length ? { rollbackProblems: problems } : {}) });
+      throw spawnError(e, reason, { slug, step });
+    }
+  }
+
+  /** Undo a fork: container, worktree (+ the branch when this fork created it and it holds no work), dirs, thread. Never throws. */
+  private async rollbackFork(row: WorkspaceRow, undo: Undo): Promise<string[]> {
+    const problems: string[] = [];
+    const attempt = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+      try {
+        await fn();
+      } catch (e) {
+        problems.push(`${what}: ${reasonOf(e)}`);
+        this.log.warn({ err: e, slug: row.slug }, `rollback of ${row.slug}: ${what} failed`);
+      }
+    };
+    await attempt('remove container', () => this.opts.driver.remove(row.slug));
+    if (undo.worktree) {
+      await attempt('remove worktree', () =>
+        this.lock.withLock(row.project, async () => {
+          const repo = this.paths.repo(row.project);
+          await removeWorktree(repo, this.paths.worktree(row.project, row.name));
+          if (undo.branchCreated && undo.baseCommit) await deleteBranchIfEmpty(repo, row.branch, undo.baseCommit);
+        }),
+      );
+    }
+    await attempt('remove run and state dirs', async () => {
+      await removeDir(this.paths.run(row.slug));
+      await removeDir(this.paths.state(row.slug));
+    });
+    await attempt('archive thread', () => this.archive(row.slug, ['thread']));
+    return problems;
+  }
+
+  // ---- stop / start ----
+
+  async stop(slug: string): Promise<Workspace> {
+    this.assertOpen();
+    const row = this.requireLive(slug);
+    if (row.state === 'stopped') return toWorkspace(row);
+    if (row.state !== 'running') throw invalidState(row, 'stop');
+    return this.slugs.run(slug, async () => {
+      const cur = this.store.byId(row.id);
+      if (!cur) throw notFound(slug);
+      if (cur.state === 'stopped') return toWorkspace(cur);
+      if (cur.state !== 'running') throw invalidState(cur, 'stop');
+      const t0 = Date.now();
+      const agentSessionId = await this.agentSession(slug);
+      await this.opts.driver.stop(slug);
+      const done = this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
+      if (!done) throw invalidState(this.store.byId(cur.id) ?? cur, 'stop');
+      this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(agentSessionId ? { agentSessionId } : {}) });
+      return toWorkspace(done);
+    });
+  }
+
+  async start(slug: string): Promise<Workspace> {
+    this.assertOpen();
+    const row = this.requireLive(slug);
+    if (row.state === 'running') return toWorkspace(row);
+    if (row.state !== 'stopped') throw invalidState(row, 'start');
+    await this.opts.driver.ping();
+    const abort = new AbortController();
+    const task = this.slugs.run(slug, () => this.runStart(row.id, abort.signal));
+    this.track(slug, abort, task);
+    return task;
+  }
+
+  private async runStart(id: number, signal: AbortSignal): Promise<Workspace> {
+    const cur = this.store.byId(id);
+    if (cur?.state === 'running') return toWorkspace(cur); // a concurrent start won
+    const t0 = Date.now();
+    const { row: reserved, capacity } = this.store.reserveStart(id, this.opts.maxRunning);
+    let row = reserved;
+    const { slug, project } = row;
+    this.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
+    let step: Step = 'worktree';
+    try {
+      const repo = this.paths.repo(project);
+      const path = this.paths.worktree(project, row.name);
+      const wt = await this.lock.withLock(project, async () => {
+        const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef });
+        // Host-side git may have written root-owned files since the last start.
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
+        return r;
+      });
+      if (!wt.reused) this.log.warn({ slug, branch: row.branch, createdBranch: wt.createdBranch }, 'worktree was missing; re-added it on start');
+      this.checkAbort(signal);
+
+      step = 'dirs';
+      await this.prepareDirs(slug, { fresh: false });
+      const before = await this.opts.driver.inspect(slug);
+      // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
+      if (!before?.running) await rm(this.paths.socket(slug), { force: true });
+
+      step = 'image';
+      await this.requireImage();
+
+      step = 'container';
+      const info = await this.ensureSandbox(row, wt.adminDir);
+      row = this.store.update(row.id, { containerId: info.id }) ?? row;
+      this.checkAbort(signal);
+
+      step = 'health';
+      await this.waitHealthy(slug, signal);
+
+      step = 'register';
+      const running = this.store.update(id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
+      if (!running) throw new StepFailure('the workspace left the creating state while it was being started');
+      this.emit(slug, 'workspace.started', { workspaceId: id, containerId: info.id, ms: Date.now() - t0 });
+      return toWorkspace(running);
+    } catch (e) {
+      const reason = reasonOf(e);
+      this.log.error({ err: e, slug, step }, `start of ${slug} failed at ${step}: ${reason}`);
+      try {
+        // The container holds no state of its own (everything is mounted), so a broken one is simply removed.
+        await this.opts.driver.remove(slug);
+      } catch (err) {
+        this.log.warn({ err, slug }, 'could not remove the container after a failed start');
+      }
+      this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
+      this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
+      throw spawnError(e, reason, { slug, step });
+    }
+  }
+
+  // ---- teardown ----
+
+  async teardown(slug: string): Promise<Workspace> {
+    this.assertOpen();
+    validSlug(slug);
+    if (!this.store.live(slug) && !this.store.latest(slug)) throw notFound(slug);
+    // A half-done fork or start of this slug stops at its next step and rolls back; then we clean up.
+    this.inflight.get(slug)?.abort.abort(new Error('cancelled by teardown'));
+    return this.slugs.run(slug, () => this.runTeardown(slug));
+  }
+
+  private async runTeardown(slug: string): Promise<Workspace> {
+    let row = this.store.live(slug) ?? this.store.latest(slug);
+    if (!row) throw notFound(slug);
+    if (row.state === 'gone') return toWorkspace(row);
+    const t0 = Date.now();
+    const from = row.state;
+    // A failed row is history, not live: it is cleaned and dismissed without entering a live state again.
+    if (from !== 'tearing-down' && from !== 'failed') {
+      row = this.store.update(row.id, { state: 'tearing-down' }, from) ?? row;
+    }
+    this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
+    await this.opts.driver.remove(slug);
+    const { project, name } = row;
+    await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
+    await removeDir(this.paths.run(slug));
+    const archive = await this.archive(slug, ['thread', 'state']);
+    const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
+    this.activity.delete(slug);
+    this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, ms: Date.now() - t0 });
+    return toWorkspace(gone);
+  }
+
+  // ---- reconcile ----
+
+  async reconcile(): Promise<void> {
+    this.assertOpen();
+    const t0 = Date.now();
+    const released = await this.lock.releaseStale();
+    const containers = await this.opts.driver.list();
+    const bySlug = new Map(containers.map((c) => [c.slug, c]));
+    let touched = 0;
+    for (const row of this.store.rows({ states: LIVE_STATES })) {
+      if (this.inflight.has(row.slug)) continue; // this process is working on it right now
+      try {
+        if (await this.slugs.run(row.slug, () => this.reconcileRow(row.id, bySlug.get(row.slug)))) touched++;
+      } catch (e) {
+        this.log.error({ err: e, slug: row.slug }, `reconcile of ${row.slug} failed: ${reasonOf(e)}`);
+      }
+    }
+    for (const c of containers) {
+      if (this.store.live(c.slug)) continue;
+      try {
+        await this.opts.driver.remove(c.slug);
+        this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
+        touched++;
+      } catch (e) {
+        this.log.error({ err: e, slug: c.slug }, 'could not remove an orphan container');
+      }
+    }
+    for (const p of this.store.projects()) {
+      try {
+        touched += await this.lock.withLock(p.name, () => this.reconcileWorktrees(p.name));
+      } catch (e) {
+        this.log.error({ err: e, project: p.name }, `worktree reconcile of ${p.name} failed: ${reasonOf(e)}`);
+      }
+    }
+    this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
+  }
+
+  /** Returns true when something changed. */
+  private async reconcileRow(id: number, container: SandboxInfo | undefined): Promise<boolean> {
+    const row = this.store.byId(id);
+    if (!row) return false;
+    const { slug } = row;
+    switch (row.state) {
+      case 'creating': {
+        const wasRunning = this.store.lastEventFor(slug, 'workspace.registered', id) !== undefined;
+        if (wasRunning) {
+          // An interrupted start: the workspace is real work, never roll it back; leave it stopped.
+          await this.opts.driver.stop(slug);
+          this.store.update(id, { state: 'stopped', failureReason: 'start interrupted by a server restart' }, 'creating');
+          this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'creating', to: 'stopped', reason: 'start interrupted by a server restart' });
+          return true;
+        }
+        await this.rollbackInterruptedFork(row);
+        return true;
+      }
+      case 'running': {
+        let why: string | null = null;
+        if (!container) why = 'container missing';
+        else if (!container.running) why = `container exited${container.exitCode === null ? '' : ` with code ${container.exitCode}`}${container.oomKilled ? ' (out of memory)' : ''}`;
+        else {
+          const healthy = await this.pollHealth(slug, Math.min(this.healthTimeoutMs, 5_000));
+          if (!healthy.ok) {
+            why = `backend not healthy: ${healthy.error}`;
+            await this.opts.driver.stop(slug);
+          }
+        }
+        if (!why) return false;
+        this.store.update(id, { state: 'stopped' }, 'running');
+        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'running', to: 'stopped', reason: why });
+        return true;
+      }
+      case 'stopped': {
+        if (!container?.running) return false;
+        // A stop that was interrupted after the row changed: finish it.
+        await this.opts.driver.stop(slug);
+        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'stopped', to: 'stopped', reason: 'container was still running' });
+        return true;
+      }
+      case 'tearing-down': {
+        await this.runTeardown(slug);
+        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'tearing-down', to: 'gone', reason: 'teardown finished' });
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  /** A fork cut short by a crash or SIGKILL: undo it exactly like a failed fork. */
+  private async rollbackInterruptedFork(row: WorkspaceRow): Promise<void> {
+    const reason = 'interrupted by a server restart';
+    const prepared = this.store.lastEventFor(row.slug, 'workspace.prepared', row.id);
+    const repo = this.paths.repo(row.project);
+    const recordedBase = typeof prepared?.data.baseCommit === 'string' ? prepared.data.baseCommit : null;
+    const undo: Undo = {
+      worktree: true,
+      // The branch in a fork row was free when it was reserved, so if it exists now this fork made it. The
+      // default workspace reuses grove/default: only trust the event for it.
+      branchCreated: prepared ? prepared.data.branchCreated === true : !row.isDefault,
+      baseCommit: recordedBase ?? (await resolveCommit(repo, row.baseRef).catch(() => null)),
+    };
+    const problems = await this.rollbackFork(row, undo);
+    this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');
+    this.emit(row.slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step: 'interrupted', reason, ...(problems.length ? { rollbackProblems: problems } : {}) });
+    this.emit(row.slug, 'workspace.reconciled', { workspaceId: row.id, from: 'creating', to: 'failed', reason });
+  }
+
+  /** Prune worktree admin entries, and remove worktrees under <home>/worktrees/<project> that no live row owns. */
+  private async reconcileWorktrees(project: string): Promise<number> {
+    const repo = this.paths.repo(project);
+    if (!(await isBareRepo(repo))) return 0;
+    await prune(repo);
+    const root = this.paths.worktreesOf(project);
+    const owned = new Set(
+      this.store
+        .rows({ project, states: LIVE_STATES })
+        .map((r) => this.paths.worktree(project, r.name)),
+    );
+    const candidates = new Set<string>();
+    for (const e of await listWorktrees(repo)) if (resolve(e.path).startsWith(`${root}/`)) candidates.add(resolve(e.path));
+    if (existsSync(root)) for (const n of await readdir(root)) candidates.add(join(root, n));
+    let removed = 0;
+    for (const path of candidates) {
+      if (owned.has(path)) continue;
+      await removeWorktree(repo, path);
+      this.emit(makeSlug(project, basename(path)), 'workspace.reconciled', { action: 'removed-orphan-worktree', worktree: basename(path) });
+      removed++;
+    }
+    return removed;
+  }
+
+  // ---- lifecycle plumbing ----
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const pending = [...this.inflight.values()];
+    for (const p of pending) p.abort.abort(new Error('server shutting down'));
+    await Promise.allSettled(pending.map((p) => p.task));
+    this.handle.close();
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new GroveError('internal', 'this Grove instance is closed');
+  }
+
+  private requireLive(slug: string): WorkspaceRow {
+    validSlug(slug);
+    const row = this.store.live(slug);
+    if (row) return row;
+    const last = this.store.latest(slug);
+    if (last?.state === 'failed') throw invalidState(last, 'use');
+    throw notFound(slug);
+  }
+
+  private track(slug: string, abort: AbortController, task: Promise<unknown>): void {
+    this.inflight.set(slug, { abort, task });
+    const done = (): void => {
+      if (this.inflight.get(slug)?.task === task) this.inflight.delete(slug);
+    };
+    task.then(done, done);
+  }
+
+  private checkAbort(signal: AbortSignal): void {
+    if (signal.aborted) throw new StepFailure(reasonOf(signal.reason));
+  }
+
+  private emit(slug: string, type: EventType, data: Record<string, unknown>): GroveEvent {
+    const e = this.store.addEvent(slug, type, data);
+    this.log.info({ slug, event: type, ...data }, `${type} ${slug}`);
+    for (const l of this.listeners) {
+      try {
+        l(e);
+      } catch (err) {
+        this.log.warn({ err }, 'an event listener threw');
+      }
+    }
+    return e;
+  }
+
+  private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
+    // A new workspace never inherits a thread or agent state left under its slug by an earlier one.
+    if (o.fresh) await this.archive(slug, ['thread', 'state']);
+    await ensureDir(this.paths.run(slug), OWNER);
+    await ensureDir(this.paths.thread(slug), OWNER);
+    await ensureDir(this.paths.state(slug), OWNER);
+  }
+
+  /**
+   * Move the non-empty ones of the slug's thread/state dirs to <archive>/<slug>-<ts>/<kind> and delete empty
+   * ones. Returns the archive's name (not its host path) or null when nothing was kept.
+   */
+  private async archive(slug: string, kinds: Array<'thread' | 'state'>): Promise<string | null> {
+    let dest: string | null = null;
+    for (const kind of kinds) {
+      const src = kind === 'thread' ? this.paths.thread(slug) : this.paths.state(slug);
+      if (!(await isNonEmptyDir(src))) {
+        await removeDir(src);
+        continue;
+      }
+      if (!dest) {
+        let at = Date.now();
+        dest = this.paths.archiveFor(slug, new Date(at));
+        while (existsSync(dest)) dest = this.paths.archiveFor(slug, new Date(++at));
+        await mkdir(dest, { recursive: true });
+      }
+      await moveInto(src, join(dest, kind));
+    }
+    return dest ? basename(dest) : null;
+  }
+
+  private async requireImage(): Promise<void> {
+    if (await this.opts.driver.imageExists(this.opts.image)) return;
+    throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
+  }
+
+  private spec(row: WorkspaceRow, adminDir: string): SandboxSpec {
+    return {
+      slug: row.slug,
+      project: row.project,
+      image: this.opts.image,
+      worktreePath: this.paths.worktree(row.project, row.name),
+      gitAdminDir: adminDir,
+      gitCommonDir: this.paths.repo(row.project),
+      runDir: this.paths.run(row.slug),
+      threadDir: this.paths.thread(row.slug),
+      stateDir: this.paths.state(row.slug),
+      // Identity last, so sandboxEnv cannot make a backend claim another workspace's slug.
+      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
+      limits: this.limits,
+    };
+  }
+
+  private async ensureSandbox(row: WorkspaceRow, adminDir: string): Promise<SandboxInfo> {
+    const t0 = Date.now();
+    const info = await this.opts.driver.ensure(this.spec(row, adminDir));
+    this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
+    return info;
+  }
+
+  private async lastLogs(slug: string): Promise<string> {
+    try {
+      const text = (await this.opts.driver.logs(slug, 20)).trim();
+      return text ? `; last output:\n${text}` : '; no output';
+    } catch (e) {
+      return `; logs unavailable (${reasonOf(e)})`;
+    }
+  }
+
+  /** Wait for the backend's /health over its socket; fail fast (exit code + last logs) when the container dies. */
+  private async waitHealthy(slug: string, signal: AbortSignal): Promise<void> {
+    const socket = this.paths.socket(slug);
+    const deadline = Date.now() + this.healthTimeoutMs;
+    let lastError = 'no answer yet';
+    for (let i = 0; ; i++) {
+      this.checkAbort(signal);
+      const probe = await probeHealth(socket, 1_000);
+      if (probe.ok) {
+        if (probe.health.slug !== slug) throw new StepFailure(`the backend on ${slug}'s socket says it serves "${probe.health.slug}"`);
+        return;
+      }
+      lastError = probe.error;
+      if (i % INSPECT_EVERY === 0) {
+        const info = await this.opts.driver.inspect(slug);
+        if (!info) throw new StepFailure('the sandbox container disappeared while starting');
+        if (!info.running) {
+          const code = info.exitCode === null ? '' : ` with code ${info.exitCode}`;
+          throw new StepFailure(`the sandbox exited${code}${info.oomKilled ? ' (out of memory)' : ''} before its backend answered /health${await this.lastLogs(slug)}`);
+        }
+      }
+      if (Date.now() >= deadline) {
+        throw new StepFailure(`the backend did not answer /health within ${this.healthTimeoutMs} ms (${lastError})${await this.lastLogs(slug)}`);
+      }
+      await sleep(HEALTH_POLL_MS);
+    }
+  }
+
+  private async pollHealth(slug: string, timeoutMs: number): Promise<{ ok: true } | { ok: false; error: string }> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const probe = await probeHealth(this.paths.socket(slug), 1_000);
+      if (probe.ok) return { ok: true };
+      if (Date.now() >= deadline) return { ok: false, error: probe.error };
+      await sleep(HEALTH_POLL_MS * 4);
+    }
+  }
+
+  /** The agent session id from the backend's /status, kept so a reopened workspace resumes it. Best effort. */
+  private async agentSession(slug: string): Promise<string | null> {
+    try {
+      const { status, body } = await getOverSocket(this.paths.socket(slug), '/status', 1_000);
+      const id = status === 200 ? (body as { agentSessionId?: unknown } | null)?.agentSessionId : null;
+      return typeof id === 'string' && id ? id : null;
+    } catch {
+      return null;
+    }
+  }
+}
+
+/** Open (or create) the Grove home and its registry. Call reconcile() once before serving. */
+export async function createGrove(opts: GroveOptions): Promise<Grove> {
+  if (!Number.isInteger(opts.maxRunning) || opts.maxRunning < 1) {
+    throw new GroveError('invalid_input', `maxRunning must be a positive integer, got ${opts.maxRunning}`);
+  }
+  const paths = createPaths(opts.home);
+  for (const dir of [paths.home, paths.reposRoot, paths.worktreesRoot, paths.threadsRoot, paths.runRoot, paths.stateRoot, paths.locksRoot, paths.archiveRoot]) {
+    await mkdir(dir, { recursive: true });
+  }
+  const handle = openDb({ file: paths.db });
+  return new GroveImpl(opts, paths, handle);
+}

@@ -1,0 +1,3 @@
+// @grove/core: the workspace registry, lifecycle state machine, git worktrees, repo locks, name/path guards and audit events.
+export { createGrove, DEFAULT_LIMITS } from './grove.ts';
+export type { AddProjectOptions, Grove, GroveOptions } from './types.ts';

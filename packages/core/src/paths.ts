@@ -1,0 +1,87 @@
+import { isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { GroveError, nameSchema, parseOrThrow, parseSlug, projectNameSchema, slugSchema } from '@grove/contracts';
+
+/**
+ * Every host path Grove touches, built from validated segments and then checked to lie under its root
+ * before any filesystem or git call sees it (the path-traversal guard of DESIGN.md section 2).
+ */
+export interface GrovePaths {
+  home: string;
+  db: string;
+  reposRoot: string;
+  worktreesRoot: string;
+  threadsRoot: string;
+  runRoot: string;
+  stateRoot: string;
+  locksRoot: string;
+  archiveRoot: string;
+  /** The bare primary clone; it is the common git dir of every worktree of the project. */
+  repo(project: string): string;
+  worktreesOf(project: string): string;
+  worktree(project: string, name: string): string;
+  thread(slug: string): string;
+  run(slug: string): string;
+  socket(slug: string): string;
+  state(slug: string): string;
+  lockFile(project: string): string;
+  /** <archive>/<slug>-<compact UTC timestamp>, e.g. demo~x-20250101T120000123Z. */
+  archiveFor(slug: string, at: Date): string;
+}
+
+export function validProject(project: unknown): string {
+  return parseOrThrow(projectNameSchema, project, { what: 'project name', code: 'invalid_name' });
+}
+
+/** Workspace names as stored; unlike the fork schema this admits the reserved default name. */
+export function validName(name: unknown): string {
+  return parseOrThrow(nameSchema, name, { what: 'workspace name', code: 'invalid_name' });
+}
+
+export function validSlug(slug: unknown): string {
+  const s = parseOrThrow(slugSchema, slug, { what: 'slug', code: 'invalid_name' });
+  const { project, name } = parseSlug(s);
+  validProject(project);
+  validName(name);
+  return s;
+}
+
+/** Resolve segments under root and refuse anything that escapes it (or is the root itself). */
+export function under(root: string, ...segments: string[]): string {
+  const p = resolve(root, ...segments);
+  const rel = relative(root, p);
+  if (rel === '' || rel === '..' || rel.startsWith(`..${sep}`) || isAbsolute(rel)) {
+    throw new GroveError('invalid_name', `path ${JSON.stringify(segments.join('/'))} escapes ${root}`);
+  }
+  return p;
+}
+
+function stamp(at: Date): string {
+  return at.toISOString().replace(/[-:.]/g, '');
+}
+
+export function createPaths(home: string): GrovePaths {
+  const h = resolve(home);
+  const roots = {
+    reposRoot: join(h, 'repos'),
+    worktreesRoot: join(h, 'worktrees'),
+    threadsRoot: join(h, 'threads'),
+    runRoot: join(h, 'run'),
+    stateRoot: join(h, 'state'),
+    locksRoot: join(h, 'locks'),
+    archiveRoot: join(h, 'archive'),
+  };
+  return {
+    home: h,
+    db: join(h, 'grove.db'),
+    ...roots,
+    repo: (project) => under(roots.reposRoot, validProject(project)),
+    worktreesOf: (project) => under(roots.worktreesRoot, validProject(project)),
+    worktree: (project, name) => under(roots.worktreesRoot, validProject(project), validName(name)),
+    thread: (slug) => under(roots.threadsRoot, validSlug(slug)),
+    run: (slug) => under(roots.runRoot, validSlug(slug)),
+    socket: (slug) => under(roots.runRoot, validSlug(slug), 'backend.sock'),
+    state: (slug) => under(roots.stateRoot, validSlug(slug)),
+    lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
+    archiveFor: (slug, at) => under(roots.archiveRoot, `${validSlug(slug)}-${stamp(at)}`),
+  };
+}

@@ -1,0 +1,210 @@
+import { GroveError } from '@grove/contracts';
+import type { Capacity, GroveEvent, Workspace } from '@grove/contracts';
+import { events, projects, workspaces } from '@grove/db';
+import type { Db, EventRow, NewWorkspaceRow, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
+import { and, asc, count, desc, eq, gt, inArray } from 'drizzle-orm';
+
+/** Registry queries over the db handle. Synchronous (better-sqlite3), so each call is atomic in-process. */
+
+export const LIVE_STATES = ['creating', 'running', 'stopped', 'tearing-down'] as const satisfies readonly WorkspaceStateValue[];
+/** States that occupy a sandbox slot. */
+const SLOT_STATES = ['creating', 'running'] as const satisfies readonly WorkspaceStateValue[];
+
+type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+type Q = Db | Tx;
+
+export function nowIso(): string {
+  return new Date().toISOString();
+}
+
+export function toWorkspace(r: WorkspaceRow): Workspace {
+  // Host paths (worktree_path, container_id) stay inside core.
+  return {
+    slug: r.slug,
+    project: r.project,
+    name: r.name,
+    isDefault: r.isDefault,
+    branch: r.branch,
+    baseRef: r.baseRef,
+    state: r.state,
+    failureReason: r.failureReason,
+    agentSessionId: r.agentSessionId,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
+    lastActivityAt: r.lastActivityAt,
+  };
+}
+
+export function toEvent(r: EventRow): GroveEvent {
+  return { id: r.id, slug: r.slug, type: r.type, data: r.data, at: r.at };
+}
+
+function isUniqueViolation(e: unknown): boolean {
+  return (e as { code?: string } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE';
+}
+
+export function capacityError(c: Capacity): GroveError {
+  return new GroveError(
+    'capacity_reached',
+    `all ${c.cap} sandbox slots are in use (${c.running} running, ${c.creating} starting); stop or tear down a workspace first`,
+    { details: { running: c.running, creating: c.creating, cap: c.cap } },
+  );
+}
+
+export class Store {
+  constructor(private readonly db: Db) {}
+
+  project(name: string): ProjectRow | undefined {
+    return this.db.select().from(projects).where(eq(projects.name, name)).get();
+  }
+
+  projects(): ProjectRow[] {
+    return this.db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name)).all();
+  }
+
+  /** Insert the project unless it exists; returns the stored row. */
+  ensureProject(row: ProjectRow): ProjectRow {
+    this.db.insert(projects).values(row).onConflictDoNothing().run();
+    return this.project(row.name) ?? row;
+  }
+
+  live(slug: string, q: Q = this.db): WorkspaceRow | undefined {
+    return q
+      .select()
+      .from(workspaces)
+      .where(and(eq(workspaces.slug, slug), inArray(workspaces.state, [...LIVE_STATES])))
+      .get();
+  }
+
+  latest(slug: string): WorkspaceRow | undefined {
+    return this.db.select().from(workspaces).where(eq(workspaces.slug, slug)).orderBy(desc(workspaces.id)).limit(1).get();
+  }
+
+  byId(id: number): WorkspaceRow | undefined {
+    return this.db.select().from(workspaces).where(eq(workspaces.id, id)).get();
+  }
+
+  rows(filter: { project?: string; states?: readonly WorkspaceStateValue[] } = {}): WorkspaceRow[] {
+    const conds = [];
+    if (filter.project) conds.push(eq(workspaces.project, filter.project));
+    if (filter.states) conds.push(inArray(workspaces.state, [...filter.states]));
+    return this.db
+      .select()
+      .from(workspaces)
+      .where(conds.length ? and(...conds) : undefined)
+      .orderBy(asc(workspaces.id))
+      .all();
+  }
+
+  capacity(cap: number, q: Q = this.db): Capacity {
+    const rows = q
+      .select({ state: workspaces.state, n: count() })
+      .from(workspaces)
+      .where(inArray(workspaces.state, [...SLOT_STATES]))
+      .groupBy(workspaces.state)
+      .all();
+    const of = (s: WorkspaceStateValue): number => rows.find((r) => r.state === s)?.n ?? 0;
+    return { running: of('running'), creating: of('creating'), cap };
+  }
+
+  /**
+   * Reserve a slot for a new workspace in one BEGIN IMMEDIATE transaction: a live row with the slug ->
+   * workspace_exists; running + creating >= cap -> capacity_reached; else the row is inserted as creating.
+   */
+  reserveNew(values: Omit<NewWorkspaceRow, 'state' | 'createdAt' | 'updatedAt'>, cap: number): { row: WorkspaceRow; capacity: Capacity } {
+    try {
+      return this.db.transaction(
+        (tx) => {
+          if (this.live(values.slug, tx)) {
+            throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
+          }
+          const c = this.capacity(cap, tx);
+          if (c.running + c.creating >= cap) throw capacityError(c);
+          const at = nowIso();
+          const row = tx
+            .insert(workspaces)
+            .values({ ...values, state: 'creating', createdAt: at, updatedAt: at })
+            .returning()
+            .get();
+          return { row, capacity: { ...c, creating: c.creating + 1 } };
+        },
+        { behavior: 'immediate' },
+      );
+    } catch (e) {
+      // Another process inserted the same live slug between our check and insert.
+      if (isUniqueViolation(e)) throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
+      throw e;
+    }
+  }
+
+  /** Reserve a slot to reopen a stopped workspace: stopped -> creating under the same cap check. */
+  reserveStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity } {
+    return this.db.transaction(
+      (tx) => {
+        const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
+        if (!cur || cur.state !== 'stopped') {
+          throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
+        }
+        const c = this.capacity(cap, tx);
+        if (c.running + c.creating >= cap) throw capacityError(c);
+        const row = tx
+          .update(workspaces)
+          .set({ state: 'creating', failureReason: null, updatedAt: nowIso() })
+          .where(eq(workspaces.id, id))
+          .returning()
+          .get();
+        return { row, capacity: { ...c, creating: c.creating + 1 } };
+      },
+      { behavior: 'immediate' },
+    );
+  }
+
+  /** Update a row; with `from`, only when it is still in that state (returns undefined otherwise). */
+  update(id: number, patch: Partial<Omit<NewWorkspaceRow, 'id'>>, from?: WorkspaceStateValue): WorkspaceRow | undefined {
+    const where = from ? and(eq(workspaces.id, id), eq(workspaces.state, from)) : eq(workspaces.id, id);
+    return this.db
+      .update(workspaces)
+      .set({ ...patch, updatedAt: nowIso() })
+      .where(where)
+      .returning()
+      .get();
+  }
+
+  /** Activity is not a state change: leave updated_at alone. */
+  touch(id: number, at: string): void {
+    this.db.update(workspaces).set({ lastActivityAt: at }).where(eq(workspaces.id, id)).run();
+  }
+
+  addEvent(slug: string, type: string, data: Record<string, unknown>): GroveEvent {
+    const row = this.db.insert(events).values({ slug, type, data, at: nowIso() }).returning().get();
+    return toEvent(row);
+  }
+
+  events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): GroveEvent[] {
+    const conds = [];
+    if (query.slug) conds.push(eq(events.slug, query.slug));
+    if (query.after !== undefined) conds.push(gt(events.id, query.after));
+    if (query.type) conds.push(eq(events.type, query.type));
+    const limit = Math.min(Math.max(query.limit ?? 100, 1), 1000);
+    return this.db
+      .select()
+      .from(events)
+      .where(conds.length ? and(...conds) : undefined)
+      .orderBy(asc(events.id))
+      .limit(limit)
+      .all()
+      .map(toEvent);
+  }
+
+  /** The newest event of a type for one workspace row (events carry workspaceId in their data). */
+  lastEventFor(slug: string, type: string, workspaceId: number): GroveEvent | undefined {
+    const rows = this.db
+      .select()
+      .from(events)
+      .where(and(eq(events.slug, slug), eq(events.type, type)))
+      .orderBy(desc(events.id))
+      .all();
+    const hit = rows.find((r) => r.data.workspaceId === workspaceId);
+    return hit ? toEvent(hit) : undefined;
+  }
+}
