@@ -1,0 +1,288 @@
+import { createServer } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { connect } from 'node:net';
+import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { GroveError, parseOrThrow, postMessageRequestSchema } from '@grove/contracts';
+import type { BackendHealth, BackendStatus, PostMessageResponse, ThreadLine, ThreadResponse } from '@grove/contracts';
+import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './http.ts';
+import { silentLogger } from './logger.ts';
+import type { Logger } from './logger.ts';
+import { createProvider } from './providers/index.ts';
+import type { Provider, ProviderLine, ProviderName, TurnContext } from './providers/types.ts';
+import { StreamHub } from './stream-hub.ts';
+import { openThreadStore } from './thread-store.ts';
+import type { ThreadStore } from './thread-store.ts';
+
+export interface BackendOptions {
+  /** Unix socket to listen on; a stale socket file there is removed first. */
+  socketPath: string;
+  /** Directory of thread.jsonl. */
+  threadDir: string;
+  /** The worktree the agent works in. */
+  workspaceDir: string;
+  slug: string;
+  /** A provider name, or a Provider object (tests inject their own). */
+  provider: ProviderName | Provider;
+  logger?: Logger;
+  /** Pause between streamed chunks of the scripted provider (default 25). */
+  scriptedDelayMs?: number;
+  /** Largest accepted request body (default 1 MiB). */
+  maxBodyBytes?: number;
+  /** How long close() lets an aborted turn wind down before closing the thread anyway (default 5 s). */
+  shutdownGraceMs?: number;
+}
+
+export interface Backend {
+  /** Opens (and repairs) the thread, then listens on the socket. */
+  listen(): Promise<void>;
+  /** Stops accepting, cancels the running turn, lets in-flight appends finish, closes every socket. Idempotent. */
+  close(): Promise<void>;
+}
+
+interface RunningTurn {
+  turn: string;
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | void;
+
+export function createBackend(options: BackendOptions): Backend {
+  const logger = (options.logger ?? silentLogger).child({ slug: options.slug });
+  const provider =
+    typeof options.provider === 'string' ? createProvider(options.provider, { scriptedDelayMs: options.scriptedDelayMs ?? 25 }) : options.provider;
+  const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const startedAt = Date.now();
+
+  let store: ThreadStore | null = null;
+  let userTurns = 0;
+  /** The turn that makes the backend busy: set when its user line is accepted, cleared by its turn_end line. */
+  let busyTurn: string | null = null;
+  let running: RunningTurn | null = null;
+  let started = false;
+  let closing: Promise<void> | null = null;
+
+  const hub = new StreamHub({ logger, hello: () => ({ type: 'hello', lastSeq: store?.lastSeq() ?? -1, busy: busyTurn !== null }) });
+
+  const openStore = (): ThreadStore => {
+    if (store === null) throw new GroveError('invalid_state', 'the backend is not listening yet');
+    return store;
+  };
+
+  /** Runs for every line, synchronously, right after it is durable and before anyone hears of it. */
+  const onLine = (line: ThreadLine): void => {
+    if (line.kind === 'user') userTurns++;
+    // Cleared here rather than after `await append` so a client that sees turn_end can post at once.
+    if (line.kind === 'turn_end' && line.turn === busyTurn) busyTurn = null;
+    hub.broadcast({ type: 'line', line });
+  };
+
+  const routes: Record<string, Handler> = {
+    'GET /health': (_req, res) => {
+      sendJson(res, 200, { ok: true, slug: options.slug, provider: provider.name } satisfies BackendHealth);
+    },
+    'GET /thread': (_req, res) => {
+      sendJson(res, 200, { lines: openStore().lines() } satisfies ThreadResponse);
+    },
+    'GET /status': (_req, res) => {
+      const thread = openStore();
+      sendJson(res, 200, {
+        slug: options.slug,
+        provider: provider.name,
+        busy: busyTurn !== null,
+        currentTurn: busyTurn,
+        lines: thread.lastSeq() + 1,
+        lastSeq: thread.lastSeq(),
+        agentSessionId: provider.sessionId?.() ?? null,
+        uptimeMs: Date.now() - startedAt,
+      } satisfies BackendStatus);
+    },
+    'POST /messages': async (req, res) => {
+      const body = parseOrThrow(postMessageRequestSchema, await readJsonBody(req, maxBodyBytes), { what: 'message' });
+      if (closing) throw new GroveError('invalid_state', 'the backend is shutting down');
+      if (busyTurn !== null) throw new GroveError('invalid_state', 'a turn is already running in this workspace');
+      const thread = openStore();
+      const turnNumber = userTurns + 1;
+      const turn = `turn-${turnNumber}`;
+      // Claimed before the first await, so a second request in the same instant sees busy.
+      busyTurn = turn;
+      let userLine: ThreadLine;
+      try {
+        userLine = await thread.append({ kind: 'user', turn, text: body.text });
+      } catch (err) {
+        busyTurn = null;
+        throw err;
+      }
+      // Shutdown began while the line was being written: it is durable, and the next start closes
+      // the turn as failed (closeDanglingTurn); starting it now would race the store closing.
+      if (closing) logger.warn({ turn }, 'accepted a message during shutdown; its turn will not run');
+      else startTurn({ turn, turnNumber, text: body.text });
+      sendJson(res, 202, { turn, seq: userLine.seq } satisfies PostMessageResponse);
+    },
+  };
+
+  const startTurn = (args: { turn: string; turnNumber: number; text: string }): void => {
+    const { turn } = args;
+    const controller = new AbortController();
+    let ended = false;
+    const ctx: TurnContext = {
+      turn,
+      turnNumber: args.turnNumber,
+      workspaceDir: options.workspaceDir,
+      signal: controller.signal,
+      emitDelta: (text) => {
+        if (ended || controller.signal.aborted || text === '') return;
+        hub.broadcast({ type: 'delta', turn, text });
+      },
+      appendLine: (line: ProviderLine) => {
+        if (ended) return Promise.reject(new GroveError('invalid_state', `turn ${turn} has already ended`));
+        const kind = (line as { kind: string }).kind;
+        if (kind === 'user' || kind === 'turn_end') {
+          return Promise.reject(new GroveError('internal', `a provider may not append a ${kind} line`));
+        }
+        return openStore().append({ ...line, turn });
+      },
+    };
+
+    const run = async (): Promise<void> => {
+      const log = logger.child({ turn });
+      log.info({ provider: provider.name }, 'turn started');
+      let status: 'completed' | 'failed' | 'cancelled';
+      try {
+        const outcome = await provider.runTurn(args.text, ctx);
+        status = controller.signal.aborted ? 'cancelled' : outcome?.status === 'failed' ? 'failed' : 'completed';
+      } catch (err) {
+        if (controller.signal.aborted) {
+          status = 'cancelled';
+        } else {
+          status = 'failed';
+          log.error({ err }, 'provider failed');
+          const message = `the ${provider.name} provider failed: ${err instanceof Error ? err.message : String(err)}`;
+          await openStore()
+            .append({ kind: 'error', turn, message })
+            .catch((appendErr: unknown) => log.error({ err: appendErr }, 'could not record the provider failure'));
+        }
+      }
+      ended = true;
+      try {
+        await openStore().append({ kind: 'turn_end', turn, status });
+        log.info({ status }, 'turn ended');
+      } catch (err) {
+        log.error({ err, status }, 'could not append turn_end');
+      } finally {
+        if (busyTurn === turn) busyTurn = null;
+        if (running?.turn === turn) running = null;
+      }
+    };
+    running = { turn, controller, done: run() };
+  };
+
+  /** A turn without turn_end means the previous process died mid-turn; close it so clients do not wait forever. */
+  const closeDanglingTurn = async (thread: ThreadStore): Promise<void> => {
+    const last = thread.lines().at(-1);
+    if (last === undefined || last.kind === 'turn_end') return;
+    logger.warn({ turn: last.turn, lastSeq: last.seq }, 'the previous backend stopped mid-turn; marking that turn failed');
+    await thread.append({ kind: 'error', turn: last.turn, message: 'the backend stopped before this turn finished' });
+    await thread.append({ kind: 'turn_end', turn: last.turn, status: 'failed' });
+  };
+
+  const server = createServer((req, res) => {
+    const pathname = new URL(req.url ?? '/', 'http://backend').pathname;
+    const handler = routes[`${req.method ?? ''} ${pathname}`];
+    const handle = async () => {
+      if (!handler) throw new GroveError('not_found', `no route for ${req.method ?? '?'} ${pathname}`);
+      await handler(req, res);
+    };
+    handle().catch((err: unknown) => sendError({ req, res, err, logger }));
+  });
+  server.on('upgrade', (req, socket, head) => hub.handleUpgrade(req, socket, head));
+
+  return {
+    async listen() {
+      if (started || closing) throw new GroveError('invalid_state', 'listen() was already called, or the backend was closed');
+      started = true;
+      const thread = await openThreadStore({ threadDir: options.threadDir, logger });
+      store = thread;
+      try {
+        userTurns = thread.lines().filter((l) => l.kind === 'user').length;
+        thread.onLine(onLine);
+        await closeDanglingTurn(thread);
+        await prepareSocketPath(options.socketPath, logger);
+        await new Promise<void>((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(options.socketPath, () => {
+            server.off('error', reject);
+            resolve();
+          });
+        });
+        // Access control is the host's bind mount of the run dir, not the socket mode.
+        await chmod(options.socketPath, 0o666);
+      } catch (err) {
+        await thread.close();
+        throw err;
+      }
+      logger.info({ socket: options.socketPath, provider: provider.name, lines: thread.lastSeq() + 1 }, 'backend listening');
+    },
+
+    close() {
+      closing ??= (async () => {
+        logger.info({ busy: busyTurn !== null }, 'backend closing');
+        const stopped = server.listening ? new Promise<void>((resolve) => server.close(() => resolve())) : Promise.resolve();
+        server.closeIdleConnections();
+        const turn = running;
+        if (turn) {
+          turn.controller.abort(new GroveError('invalid_state', 'the backend is shutting down'));
+          const settled = await settlesWithin(turn.done, options.shutdownGraceMs ?? 5000);
+          if (!settled) logger.warn({ turn: turn.turn }, 'the turn did not stop in time; closing the thread anyway');
+        }
+        await store?.close();
+        await hub.close();
+        server.closeAllConnections();
+        await stopped;
+        logger.info({}, 'backend closed');
+      })();
+      return closing;
+    },
+  };
+}
+
+/** Removes a socket file left by a dead backend; refuses to touch anything else, or a socket someone still serves. */
+async function prepareSocketPath(socketPath: string, logger: Logger): Promise<void> {
+  await mkdir(dirname(socketPath), { recursive: true });
+  const stat = await lstat(socketPath).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (stat === null) return;
+  if (!stat.isSocket()) throw new GroveError('invalid_state', `${socketPath} exists and is not a socket; refusing to replace it`);
+  if (await socketAnswers(socketPath)) throw new GroveError('invalid_state', `another process is already listening on ${socketPath}`);
+  await unlink(socketPath);
+  logger.info({ socket: socketPath }, 'removed a stale socket file');
+}
+
+function socketAnswers(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const probe = connect(socketPath);
+    const done = (answer: boolean) => {
+      probe.destroy();
+      resolve(answer);
+    };
+    probe.once('connect', () => done(true));
+    probe.once('error', () => done(false));
+    // A listener that does not even complete a local connect in a second counts as alive: never steal its path.
+    probe.setTimeout(1000, () => done(true));
+  });
+}
+
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

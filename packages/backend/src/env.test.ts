@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+// The driver's constants, read straight from the file (no dependency on the package and its Docker driver).
+import { SANDBOX_PATHS } from '../../sandbox/src/types.ts';
+import { ENV_DEFAULTS, readEnv } from './env.ts';
+
+describe('readEnv', () => {
+  it('applies the defaults, which match the sandbox driver mounts', () => {
+    expect(readEnv({ GROVE_SLUG: 'demo' })).toEqual({
+      socketPath: '/run/grove/backend.sock',
+      threadDir: '/var/lib/grove/thread',
+      workspaceDir: '/workspace',
+      slug: 'demo',
+      provider: 'scripted',
+      scriptedDelayMs: 25,
+    });
+    expect(ENV_DEFAULTS.GROVE_SOCKET).toBe(SANDBOX_PATHS.socket);
+    expect(ENV_DEFAULTS.GROVE_THREAD_DIR).toBe(SANDBOX_PATHS.thread);
+    expect(ENV_DEFAULTS.GROVE_WORKSPACE_DIR).toBe(SANDBOX_PATHS.workspace);
+  });
+
+  it('reads every variable and treats empty strings as unset', () => {
+    expect(
+      readEnv({
+        GROVE_SOCKET: '/tmp/x.sock',
+        GROVE_THREAD_DIR: '/tmp/t',
+        GROVE_WORKSPACE_DIR: '',
+        GROVE_SLUG: 'proj~feature-1',
+        GROVE_PROVIDER: 'scripted',
+        GROVE_SCRIPTED_DELAY_MS: '0',
+      }),
+    ).toMatchObject({ socketPath: '/tmp/x.sock', threadDir: '/tmp/t', workspaceDir: '/workspace', slug: 'proj~feature-1', scriptedDelayMs: 0 });
+    expect(readEnv({ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: '' }).scriptedDelayMs).toBe(25);
+  });
+
+  it.each([
+    [{}, /GROVE_SLUG: GROVE_SLUG is required/],
+    [{ GROVE_SLUG: 'Bad Slug' }, /GROVE_SLUG: slug must be/],
+    [{ GROVE_SLUG: 'demo', GROVE_PROVIDER: 'claude' }, /GROVE_PROVIDER must be one of: scripted/],
+    [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: 'fast' }, /GROVE_SCRIPTED_DELAY_MS must be a number/],
+    [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: '-5' }, /must not be negative/],
+    [{ GROVE_SLUG: 'demo', GROVE_SOCKET: 'relative.sock' }, /GROVE_SOCKET must be an absolute path/],
+  ])('rejects %j', (env, message) => {
+    expect(() => readEnv(env)).toThrow(message);
+  });
+});

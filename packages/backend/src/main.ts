@@ -1,0 +1,60 @@
+// Entry point inside the sandbox: read the environment, serve on the socket, shut down cleanly on SIGTERM/SIGINT.
+import { createBackend } from './backend.ts';
+import { readEnv } from './env.ts';
+import { createLogger } from './logger.ts';
+
+/** docker stop waits 10 s before SIGKILL; give up a little earlier so the exit is ours. */
+const FORCE_EXIT_MS = 8000;
+
+async function main(): Promise<void> {
+  const logger = createLogger({ bindings: { component: 'grove-backend' } });
+  process.on('uncaughtException', (err) => {
+    logger.fatal({ err }, 'uncaught exception');
+    process.exit(1);
+  });
+  process.on('unhandledRejection', (err) => {
+    logger.fatal({ err }, 'unhandled rejection');
+    process.exit(1);
+  });
+
+  let env;
+  try {
+    env = readEnv();
+  } catch (err) {
+    logger.fatal({ err }, err instanceof Error ? err.message : 'invalid environment');
+    process.exit(2);
+  }
+
+  const backend = createBackend({ ...env, logger });
+  let stopping = false;
+  const shutdown = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal during shutdown; exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    logger.info({ signal }, 'shutting down');
+    setTimeout(() => {
+      logger.error({ afterMs: FORCE_EXIT_MS }, 'shutdown took too long; exiting');
+      process.exit(1);
+    }, FORCE_EXIT_MS).unref();
+    backend.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.fatal({ err }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', shutdown);
+  process.on('SIGINT', shutdown);
+
+  try {
+    await backend.listen();
+  } catch (err) {
+    logger.fatal({ err }, 'backend failed to start');
+    process.exit(1);
+  }
+}
+
+void main();
