@@ -17,10 +17,6 @@ export async function ensureDemoRepo(opts: { home: string; filesDir: string }): 
     exec('git', ['-c', 'user.name=Grove', '-c', 'user.email=grove@localhost', '-c', 'init.defaultBranch=main', ...args], { cwd: dir });
   await git('init', '-q');
   await git('add', '-A');
-  // A fixed date keeps the demo's first commit id the same on every machine.
-  await exec('git', ['-c', 'user.name=Grove', '-c', 'user.email=grove@localhost', 'commit', '-q', '-m', 'Demo project'], {
-    cwd: dir,
-    env: { ...process.env, GIT_AUTHOR_DATE: '2026-01-01T00:00:00Z', GIT_COMMITTER_DATE: '2026-01-01T00:00:00Z' },
-  });
+  await git('commit', '-q', '-m', 'Demo project');
   return dir;
 }

@@ -7,7 +7,7 @@ export const nameSchema = z
   .string({ error: 'name must be a string' })
   .min(1, { error: 'name must not be empty' })
   .max(NAME_MAX, { error: `name must be at most ${NAME_MAX} characters` })
-  .regex(/^[\x00-\x7f]*$/, { error: 'name must use plain ASCII letters (no look-alike characters)' })
+  .regex(/^[\u0020-\u007e]*$/, { error: 'name must use plain ASCII letters (no look-alike characters)' })
   .regex(/^[^A-Z]*$/, { error: 'name must be lowercase' })
   .regex(/^[a-z0-9]/, { error: 'name must start with a letter or digit' })
   .regex(/^[a-z0-9-]*$/, { error: 'name may contain only a-z, 0-9 and "-" (no "/", "~", "." or spaces)' });
