@@ -57,12 +57,12 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): Wo
     async web(req, res, target) {
       const socketPath = await grove.socketFor(target.slug);
       req.url = target.path;
-      proxy.web(req, res, { target: { socketPath } as httpProxy.ProxyTargetDetailed });
+      proxy.web(req, res, { target: { socketPath } as unknown as httpProxy.ProxyTarget });
     },
     async ws(req, socket, head, target) {
       const socketPath = await grove.socketFor(target.slug);
       req.url = target.path;
-      proxy.ws(req, socket, head, { target: { socketPath } as httpProxy.ProxyTargetDetailed, agent: undefined });
+      proxy.ws(req, socket, head, { target: { socketPath } as unknown as httpProxy.ProxyTarget, agent: undefined });
     },
     close() {
       proxy.close();

@@ -81,6 +81,9 @@ afterAll(async () => {
 
 const auth = { authorization: `Bearer ${TOKEN}` };
 
+type Body = { code?: string; message?: string; workspace?: Workspace; workspaces?: Workspace[]; capacity?: unknown; [k: string]: unknown };
+const readBody = async (r: Response): Promise<Body> => (await r.json()) as Body;
+
 async function wsOpen(url: string, headers: Record<string, string>): Promise<{ status?: number; first?: string }> {
   return new Promise((resolve) => {
     const s = new WebSocket(url, { headers });
@@ -97,13 +100,13 @@ describe('auth', () => {
   it('answers /api/health without a token and reveals nothing else', async () => {
     const r = await fetch(`${base}/api/health`);
     expect(r.status).toBe(200);
-    expect(await r.json()).toEqual({ ok: true });
+    expect(await readBody(r)).toEqual({ ok: true });
   });
 
   it.each(['/api/workspaces', '/api/events', '/api/projects', '/w/demo/health', '/w/demo/thread', '/api/workspaces/demo'])('refuses %s without a token', async (p) => {
     const r = await fetch(`${base}${p}`);
     expect(r.status).toBe(401);
-    expect((await r.json()).code).toBe('unauthorized');
+    expect((await readBody(r)).code).toBe('unauthorized');
   });
 
   it('refuses a wrong token and a write without one', async () => {
@@ -132,7 +135,7 @@ describe('auth', () => {
   it('refuses writes and upgrades from a foreign Origin', async () => {
     const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, origin: 'http://evil.example', 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'x' }) });
     expect(r.status).toBe(403);
-    expect((await r.json()).code).toBe('forbidden_origin');
+    expect((await readBody(r)).code).toBe('forbidden_origin');
     const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, { ...auth, origin: 'http://evil.example' });
     expect(res.status).toBe(403);
     const same = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, { ...auth, origin: base });
@@ -143,9 +146,9 @@ describe('auth', () => {
 describe('registry API', () => {
   it('lists workspaces with capacity', async () => {
     const r = await fetch(`${base}/api/workspaces`, { headers: auth });
-    const body = await r.json();
+    const body = await readBody(r);
     expect(body.capacity).toEqual({ running: 1, creating: 0, cap: 2 });
-    expect(body.workspaces.map((w: Workspace) => w.slug)).toEqual(['demo', 'demo~off']);
+    expect(body.workspaces?.map((w: Workspace) => w.slug)).toEqual(['demo', 'demo~off']);
   });
 
   it.each([
@@ -162,7 +165,7 @@ describe('registry API', () => {
     const before = forks.length;
     const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name }) });
     expect(r.status).toBe(422);
-    const body = await r.json();
+    const body = await readBody(r);
     expect(body.code).toBe('invalid_name');
     expect(body.message).toMatch(rule);
     expect(forks.length).toBe(before);
@@ -171,30 +174,30 @@ describe('registry API', () => {
   it('rejects bodies that are not JSON or carry unknown fields', async () => {
     const notJson = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{nope' });
     expect(notJson.status).toBe(422);
-    expect((await notJson.json()).message).toMatch(/not valid JSON/);
+    expect((await readBody(notJson)).message).toMatch(/not valid JSON/);
     const extra = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', rm: '-rf' }) });
     expect(extra.status).toBe(422);
     const badFrom = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', from: '--upload-pack=x' }) });
     expect(badFrom.status).toBe(422);
-    expect((await badFrom.json()).code).toBe('invalid_input');
+    expect((await readBody(badFrom)).code).toBe('invalid_input');
   });
 
   it('forks (201), and maps capacity_reached to 429 with running and cap', async () => {
     const ok = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'feat' }) });
     expect(ok.status).toBe(201);
-    expect((await ok.json()).workspace.slug).toBe('demo~feat');
+    expect((await readBody(ok)).workspace?.slug).toBe('demo~feat');
     const full = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'full' }) });
     expect(full.status).toBe(429);
-    expect(await full.json()).toMatchObject({ code: 'capacity_reached', running: 2, cap: 2 });
+    expect(await readBody(full)).toMatchObject({ code: 'capacity_reached', running: 2, cap: 2 });
   });
 
   it('answers 404 JSON for an unknown slug and an unknown route', async () => {
     const r = await fetch(`${base}/api/workspaces/demo~nope`, { headers: auth });
     expect(r.status).toBe(404);
-    expect((await r.json()).code).toBe('workspace_not_found');
+    expect((await readBody(r)).code).toBe('workspace_not_found');
     const route = await fetch(`${base}/api/nothing`, { headers: auth });
     expect(route.status).toBe(404);
-    expect((await route.json()).code).toBe('not_found');
+    expect((await readBody(route)).code).toBe('not_found');
   });
 });
 
@@ -202,7 +205,7 @@ describe('proxy', () => {
   it('forwards /w/<slug>/… to the backend socket with the prefix stripped', async () => {
     const r = await fetch(`${base}/w/demo/thread?x=1`, { headers: auth });
     expect(r.status).toBe(200);
-    expect(await r.json()).toEqual({ url: '/thread?x=1', method: 'GET' });
+    expect(await readBody(r)).toEqual({ url: '/thread?x=1', method: 'GET' });
   });
 
   it('answers 404 for an unknown slug, 409 for a stopped one, 422 for a bad slug', async () => {
@@ -210,7 +213,7 @@ describe('proxy', () => {
     expect(unknown.status).toBe(404);
     const stopped = await fetch(`${base}/w/demo~off/health`, { headers: auth });
     expect(stopped.status).toBe(409);
-    const body = await stopped.json();
+    const body = await readBody(stopped);
     expect(body.code).toBe('workspace_stopped');
     expect(body.message).toMatch(/start/);
     const bad = await fetch(`${base}/w/..%2F..%2Fetc/health`, { headers: auth });

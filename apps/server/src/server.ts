@@ -12,6 +12,11 @@ import { authorize, loginCookie, tokenMatches } from './auth.ts';
 import { sendError, sendJson } from './errors.ts';
 import { createWorkspaceProxy, parseProxyPath, rejectUpgrade } from './proxy.ts';
 
+interface NextApp {
+  prepare(): Promise<void>;
+  getRequestHandler(): (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
+}
+
 type NodeHandler = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
 
 export interface GroveServerOptions {
@@ -121,8 +126,9 @@ export async function loadWeb(webDir: string, logger: Logger): Promise<NodeHandl
     logger.warn({ webDir }, 'dashboard not built; serving the fallback page');
     return undefined;
   }
-  const { default: next } = await import('next');
-  const app = next({ dev: false, dir: webDir });
+  // next is CommonJS: under NodeNext its default import is module.exports, typed as the namespace.
+  const mod = (await import('next')) as unknown as { default: (o: { dev: boolean; dir: string }) => NextApp };
+  const app = mod.default({ dev: false, dir: webDir });
   await app.prepare();
   const handler = app.getRequestHandler();
   return (req, res) => handler(req, res);
