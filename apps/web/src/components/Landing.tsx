@@ -1,0 +1,81 @@
+// The default screen: the project's main conversation, one continuous thread, in plain words.
+'use client';
+
+import Link from 'next/link';
+import { useCallback, useEffect, useState } from 'react';
+import type { Workspace } from '@grove/contracts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
+import { Conversation } from './Conversation.tsx';
+import { Notice, Shell, SignInNotice } from './ui.tsx';
+
+const RECHECK_MS = 5_000;
+
+type Found = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'none' } | { kind: 'found'; workspace: Workspace };
+
+/** The default workspace to land in: the first project's, by name, so the choice is stable across reloads. */
+function pickDefault(workspaces: Workspace[]): Workspace | undefined {
+  return workspaces.filter((w) => w.isDefault).sort((a, b) => a.project.localeCompare(b.project))[0];
+}
+
+export function Landing() {
+  const [found, setFound] = useState<Found>({ kind: 'loading' });
+
+  const look = useCallback(async () => {
+    try {
+      const { workspaces } = await api.listWorkspaces();
+      const w = pickDefault(workspaces);
+      setFound(w ? { kind: 'found', workspace: w } : { kind: 'none' });
+    } catch (e) {
+      if (isApiError(e) && e.status === 401) setFound({ kind: 'signin' });
+      else setFound({ kind: 'error', message: messageOf(e) });
+    }
+  }, []);
+
+  useEffect(() => {
+    void look();
+  }, [look]);
+
+  // The server sets the project up in the background at first start; look again until it is there.
+  const waiting = found.kind === 'none' || found.kind === 'error';
+  useEffect(() => {
+    if (!waiting) return;
+    const t = setInterval(() => void look(), RECHECK_MS);
+    return () => clearInterval(t);
+  }, [waiting, look]);
+
+  const project = found.kind === 'found' ? found.workspace.project : null;
+  const nav = (
+    <Link href="/workspaces" className="navlink">
+      Workspaces
+    </Link>
+  );
+
+  return (
+    <Shell title={project ?? 'Grove'} subtitle={project ? 'Your conversation with the project’s agent' : undefined} nav={nav} fill>
+      {found.kind === 'loading' ? (
+        <div className="centered">
+          <Notice tone="wait" title="Opening…" />
+        </div>
+      ) : found.kind === 'signin' ? (
+        <div className="centered">
+          <SignInNotice />
+        </div>
+      ) : found.kind === 'error' ? (
+        <div className="centered">
+          <Notice tone="error" title="Grove could not be reached" actions={<button className="btn" onClick={() => void look()}>Try again</button>}>
+            <p>{found.message}</p>
+            <p className="muted">Trying again every few seconds.</p>
+          </Notice>
+        </div>
+      ) : found.kind === 'none' ? (
+        <div className="centered">
+          <Notice tone="wait" title="Getting things ready">
+            <p>The project is being set up. The conversation opens here by itself when it is ready.</p>
+          </Notice>
+        </div>
+      ) : (
+        <Conversation slug={found.workspace.slug} audience="everyone" />
+      )}
+    </Shell>
+  );
+}

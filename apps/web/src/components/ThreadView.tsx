@@ -1,0 +1,249 @@
+// The chat thread of one workspace: history, the reply streaming in, tool blocks, inline errors, and the composer.
+'use client';
+
+import { useEffect, useLayoutEffect, useMemo, useRef, useState, type KeyboardEvent } from 'react';
+import { toItems, type ThreadItem } from '../lib/thread-state.ts';
+import { useThread, type SendResult } from '../lib/use-thread.ts';
+import { clockTime } from '../lib/time.ts';
+import { Notice, Spinner } from './ui.tsx';
+
+export type Audience = 'everyone' | 'engineer';
+
+interface ThreadViewProps {
+  slug: string;
+  audience: Audience;
+  /** Called when the live stream drops, so the caller can re-check whether the workspace stopped. */
+  onDisconnect?: () => void;
+  /** What an empty thread invites the reader to do. */
+  emptyHint: string;
+}
+
+/** Within this many pixels of the bottom, new content keeps the view pinned to the end. */
+const STICK_PX = 96;
+
+export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadViewProps) {
+  const { state, connection, loadError, send } = useThread(slug, onDisconnect);
+  const items = useMemo(() => toItems(state), [state]);
+  const scroller = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  }, [items]);
+
+  const onScroll = () => {
+    const el = scroller.current;
+    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_PX;
+  };
+
+  const waiting = state.busy && !state.draft;
+  const sending = state.pending.some((p) => p.seq === null);
+
+  return (
+    <div className="thread">
+      {connection === 'reconnecting' ? (
+        <div className="thread-banner" role="status">
+          <Spinner /> Connection lost; reconnecting…
+        </div>
+      ) : null}
+      <div className="thread-scroll" ref={scroller} onScroll={onScroll}>
+        <ol className="thread-lines" aria-label="Conversation" aria-live="polite" aria-busy={state.busy}>
+          {!state.loaded && !loadError ? (
+            <li className="thread-loading">
+              <Spinner label="Loading the conversation" /> Loading the conversation…
+            </li>
+          ) : null}
+          {loadError && items.length === 0 ? (
+            <li>
+              <Notice tone="error" title="The earlier messages could not be loaded">
+                <p>{loadError}</p>
+              </Notice>
+            </li>
+          ) : null}
+          {state.loaded && items.length === 0 ? (
+            <li className="thread-empty">
+              <p className="thread-empty-title">Nothing here yet</p>
+              <p>{emptyHint}</p>
+            </li>
+          ) : null}
+          {items.map((item) => (
+            <Item key={item.key} item={item} audience={audience} />
+          ))}
+          {waiting ? (
+            <li className="msg msg-assistant msg-thinking">
+              <span className="dots" aria-label="The agent is working">
+                <span />
+                <span />
+                <span />
+              </span>
+            </li>
+          ) : null}
+        </ol>
+      </div>
+      <Composer slug={slug} busy={state.busy || sending} onSend={send} />
+    </div>
+  );
+}
+
+function Item({ item, audience }: { item: ThreadItem; audience: Audience }) {
+  switch (item.kind) {
+    case 'user':
+      return (
+        <li className={item.pending ? 'msg msg-user msg-pending' : 'msg msg-user'}>
+          <span className="sr-only">You said: </span>
+          <div className="msg-text">{item.text}</div>
+          <div className="msg-meta">{item.pending ? 'Sending…' : item.at ? clockTime(item.at) : ''}</div>
+        </li>
+      );
+    case 'assistant':
+      return (
+        <li className={item.streaming ? 'msg msg-assistant msg-streaming' : 'msg msg-assistant'}>
+          <span className="sr-only">Agent: </span>
+          <div className="msg-text">
+            {item.text}
+            {item.streaming ? <span className="caret" aria-hidden="true" /> : null}
+          </div>
+          {item.at ? <div className="msg-meta">{clockTime(item.at)}</div> : null}
+        </li>
+      );
+    case 'tool':
+      return (
+        <li className="msg msg-tool">
+          <details>
+            <summary>
+              <span className="tool-name">{item.tool}</span>
+              <span className={item.result === null ? 'tool-state' : item.result.isError ? 'tool-state tool-failed' : 'tool-state tool-ok'}>
+                {item.result === null ? 'running…' : item.result.isError ? 'failed' : 'done'}
+              </span>
+            </summary>
+            {item.input !== undefined ? (
+              <>
+                <p className="tool-label">Input</p>
+                <pre>{formatJson(item.input)}</pre>
+              </>
+            ) : null}
+            {item.result ? (
+              <>
+                <p className="tool-label">Result</p>
+                <pre className={item.result.isError ? 'tool-error' : undefined}>{item.result.output || '(no output)'}</pre>
+              </>
+            ) : null}
+          </details>
+        </li>
+      );
+    case 'error':
+      return (
+        <li className="msg msg-error" role="alert">
+          <strong>Something went wrong.</strong> {item.message}
+        </li>
+      );
+    case 'turn_end':
+      return <li className="msg msg-note">{item.status === 'cancelled' ? 'The reply was stopped.' : 'The reply did not finish.'}</li>;
+    case 'raw':
+      // Provider events Grove does not model yet: kept for engineers, noise for everyone else.
+      if (audience !== 'engineer') return null;
+      return (
+        <li className="msg msg-tool msg-raw">
+          <details>
+            <summary>
+              <span className="tool-name">{item.provider} event</span>
+            </summary>
+            <pre>{formatJson(item.event)}</pre>
+          </details>
+        </li>
+      );
+  }
+}
+
+function formatJson(v: unknown): string {
+  if (typeof v === 'string') return v;
+  try {
+    return JSON.stringify(v, null, 2) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+const draftKey = (slug: string) => `grove:draft:${slug}`;
+
+function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend: (text: string) => Promise<SendResult> }) {
+  const [text, setText] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const area = useRef<HTMLTextAreaElement>(null);
+
+  // The draft survives a reload or switching away; read after mount so server and client render alike.
+  useEffect(() => {
+    const saved = window.sessionStorage.getItem(draftKey(slug));
+    if (saved) setText(saved);
+  }, [slug]);
+  useEffect(() => {
+    if (text) window.sessionStorage.setItem(draftKey(slug), text);
+    else window.sessionStorage.removeItem(draftKey(slug));
+  }, [slug, text]);
+
+  // Grow with the text up to a limit; the rest scrolls.
+  useLayoutEffect(() => {
+    const el = area.current;
+    if (!el) return;
+    el.style.height = 'auto';
+    el.style.height = `${Math.min(el.scrollHeight, 240)}px`;
+  }, [text]);
+
+  const submit = async () => {
+    const message = text.trim();
+    if (!message || busy) return;
+    setError(null);
+    setText('');
+    const r = await onSend(message);
+    if (r.ok) return;
+    // Nothing typed is lost: the message comes back unless something new was typed meanwhile.
+    setText((now) => (now ? now : message));
+    setError(r.error ?? 'The message was not sent.');
+  };
+
+  const onKeyDown = (e: KeyboardEvent<HTMLTextAreaElement>) => {
+    if (e.key !== 'Enter' || e.shiftKey || e.nativeEvent.isComposing) return;
+    e.preventDefault();
+    void submit();
+  };
+
+  const hintId = `composer-hint-${slug}`;
+  return (
+    <form
+      className="composer"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void submit();
+      }}
+    >
+      {error ? (
+        <p className="composer-error" role="alert">
+          {error}
+        </p>
+      ) : null}
+      <div className="composer-row">
+        <label htmlFor={`composer-${slug}`} className="sr-only">
+          Message
+        </label>
+        <textarea
+          id={`composer-${slug}`}
+          ref={area}
+          rows={1}
+          value={text}
+          placeholder={busy ? 'Waiting for the reply… you can write your next message' : 'Write a message'}
+          onChange={(e) => setText(e.target.value)}
+          onKeyDown={onKeyDown}
+          aria-describedby={hintId}
+        />
+        <button type="submit" className="btn btn-primary" disabled={busy || !text.trim()}>
+          {busy ? <Spinner /> : null}
+          {busy ? 'Working' : 'Send'}
+        </button>
+      </div>
+      <p className="composer-hint" id={hintId}>
+        {busy ? 'The agent is replying; send is available again when it is done.' : 'Enter to send, Shift+Enter for a new line.'}
+      </p>
+    </form>
+  );
+}

@@ -1,0 +1,99 @@
+// Browser-side client for the registry API and the workspace proxy: same-origin fetch, zod-checked bodies, one error type.
+import {
+  backendStatusSchema,
+  errorBodySchema,
+  eventsResponseSchema,
+  forkAcceptedResponseSchema,
+  listWorkspacesResponseSchema,
+  postMessageResponseSchema,
+  projectSchema,
+  threadResponseSchema,
+  workspaceResponseSchema,
+  type ForkRequest,
+} from '@grove/contracts';
+import { z } from 'zod';
+
+/** Every failed call becomes this: the HTTP status (0 when Grove did not answer), the API's code and message. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly body: Record<string, unknown>;
+  constructor(status: number, code: string, message: string, body: Record<string, unknown> = {}) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+    this.body = body;
+  }
+}
+
+export function isApiError(e: unknown): e is ApiError {
+  return e instanceof ApiError;
+}
+
+/** The message to show for any thrown value. */
+export function messageOf(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
+
+async function request<S extends z.ZodType>(path: string, schema: S, init: { method?: string; body?: unknown } = {}): Promise<z.infer<S>> {
+  const method = init.method ?? 'GET';
+  let res: Response;
+  try {
+    res = await fetch(path, {
+      method,
+      // The API refuses a body that is not declared as JSON; requests without a body send no header.
+      headers: init.body === undefined ? undefined : { 'content-type': 'application/json' },
+      body: init.body === undefined ? undefined : JSON.stringify(init.body),
+      credentials: 'same-origin',
+      cache: 'no-store',
+    });
+  } catch {
+    throw new ApiError(0, 'network', 'Grove is not answering. Check that the server is still running, then try again.');
+  }
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  if (!res.ok) {
+    const err = errorBodySchema.safeParse(json);
+    if (err.success) throw new ApiError(res.status, err.data.code, err.data.message, err.data);
+    throw new ApiError(res.status, `http_${res.status}`, `Grove answered ${res.status} ${res.statusText} for ${method} ${path}`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new ApiError(res.status, 'bad_response', `Grove sent an unexpected answer for ${method} ${path}`);
+  return parsed.data;
+}
+
+const ws = (slug: string) => `/w/${encodeURIComponent(slug)}`;
+const one = (slug: string) => `/api/workspaces/${encodeURIComponent(slug)}`;
+
+// The API has no named schema for this body; it is the projects array and nothing else.
+const projectsResponseSchema = z.object({ projects: z.array(projectSchema) });
+
+export const api = {
+  listWorkspaces: () => request('/api/workspaces', listWorkspacesResponseSchema),
+  listProjects: () => request('/api/projects', projectsResponseSchema),
+  getWorkspace: (slug: string) => request(one(slug), workspaceResponseSchema),
+  /** Returns at once (202) with the workspace in `creating`; progress comes from the events. */
+  fork: (req: ForkRequest) => request('/api/workspaces?wait=false', forkAcceptedResponseSchema, { method: 'POST', body: req }),
+  stop: (slug: string) => request(`${one(slug)}/stop`, workspaceResponseSchema, { method: 'POST' }),
+  start: (slug: string) => request(`${one(slug)}/start`, workspaceResponseSchema, { method: 'POST' }),
+  teardown: (slug: string) => request(one(slug), workspaceResponseSchema, { method: 'DELETE' }),
+  /** Up to 1000 events of one workspace with id > after, oldest first. */
+  events: (slug: string, after?: number) =>
+    request(`/api/events?slug=${encodeURIComponent(slug)}&limit=1000${after === undefined ? '' : `&after=${after}`}`, eventsResponseSchema),
+  thread: (slug: string) => request(`${ws(slug)}/thread`, threadResponseSchema),
+  status: (slug: string) => request(`${ws(slug)}/status`, backendStatusSchema),
+  postMessage: (slug: string, text: string) => request(`${ws(slug)}/messages`, postMessageResponseSchema, { method: 'POST', body: { text } }),
+};
+
+/** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */
+export function streamUrl(slug: string): string {
+  const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${proto}//${window.location.host}${ws(slug)}/stream`;
+}
