@@ -1,0 +1,74 @@
+// Modal dialogs on the native <dialog>: focus is trapped, Escape closes, the page behind is inert.
+'use client';
+
+import { useEffect, useId, useRef, type ReactNode } from 'react';
+
+interface ModalProps {
+  title: ReactNode;
+  onClose: () => void;
+  children: ReactNode;
+}
+
+/** Open while mounted: the parent renders it to open it and stops rendering it to close it. */
+export function Modal({ title, onClose, children }: ModalProps) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  const onCloseRef = useRef(onClose);
+  onCloseRef.current = onClose;
+
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    if (!d.open) d.showModal();
+    // Escape fires `close` on the element; hand it to the parent, which unmounts us.
+    const handle = () => onCloseRef.current();
+    d.addEventListener('close', handle);
+    return () => {
+      d.removeEventListener('close', handle);
+      if (d.open) d.close();
+    };
+  }, []);
+
+  return (
+    <dialog ref={ref} className="dialog" aria-labelledby={titleId}>
+      <div className="dialog-inner">
+        <h2 id={titleId}>{title}</h2>
+        {children}
+      </div>
+    </dialog>
+  );
+}
+
+interface ConfirmProps {
+  title: ReactNode;
+  children: ReactNode;
+  confirmLabel: string;
+  busyLabel: string;
+  busy: boolean;
+  error: string | null;
+  danger?: boolean;
+  onConfirm: () => void;
+  onCancel: () => void;
+}
+
+export function ConfirmDialog({ title, children, confirmLabel, busyLabel, busy, error, danger = false, onConfirm, onCancel }: ConfirmProps) {
+  return (
+    <Modal title={title} onClose={onCancel}>
+      <div className="dialog-lead">{children}</div>
+      {error ? (
+        <p className="dialog-alert" role="alert">
+          {error}
+        </p>
+      ) : null}
+      <div className="dialog-actions">
+        {/* Cancel first and focused: the safe choice is the default one. */}
+        <button className="btn" onClick={onCancel} autoFocus disabled={busy}>
+          Cancel
+        </button>
+        <button className={danger ? 'btn btn-danger-solid' : 'btn btn-primary'} onClick={onConfirm} disabled={busy}>
+          {busy ? busyLabel : confirmLabel}
+        </button>
+      </div>
+    </Modal>
+  );
+}

@@ -1,0 +1,245 @@
+// The fork dialog: name checked live with the server's own schema, optional base and first message, then real progress.
+'use client';
+
+import Link from 'next/link';
+import { useEffect, useId, useRef, useState, type FormEvent } from 'react';
+import { forkRequestSchema, workspaceNameSchema, type Project, type Workspace } from '@grove/contracts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
+import { capacityReason, workspaceHref } from '../lib/capacity.ts';
+import { useForkProgress } from '../lib/use-fork-progress.ts';
+import { Modal } from './Dialog.tsx';
+import { ForkSteps } from './ForkSteps.tsx';
+
+interface ForkDialogProps {
+  projects: Project[];
+  workspaces: Workspace[];
+  onClose: () => void;
+  /** The list should be read again (a workspace appeared, started or failed). */
+  onChanged: () => void;
+}
+
+interface Started {
+  project: string;
+  name: string;
+  slug: string;
+  message: string;
+}
+
+/** The first rule the value breaks, in the schema's own words; null when it passes. */
+function firstIssue(r: { success: boolean; error?: { issues: Array<{ message: string }> } }): string | null {
+  if (r.success) return null;
+  return r.error?.issues[0]?.message ?? 'invalid value';
+}
+
+export function ForkDialog({ projects, workspaces, onClose, onChanged }: ForkDialogProps) {
+  const [project, setProject] = useState(projects[0]?.name ?? '');
+  const [name, setName] = useState('');
+  const [from, setFrom] = useState('');
+  const [message, setMessage] = useState('');
+  const [touched, setTouched] = useState(false);
+  const [serverNameError, setServerNameError] = useState<string | null>(null);
+  const [submitError, setSubmitError] = useState<string | null>(null);
+  const [submitting, setSubmitting] = useState(false);
+  const [started, setStarted] = useState<Started | null>(null);
+  const ids = { name: useId(), nameMsg: useId(), from: useId(), fromHelp: useId(), list: useId(), msg: useId(), project: useId() };
+
+  const current = projects.find((p) => p.name === project);
+  const taken = workspaces.some((w) => w.project === project && w.name === name && w.state !== 'gone');
+  const nameError = firstIssue(workspaceNameSchema.safeParse(name)) ?? (taken ? `a workspace named "${name}" already exists in ${project}` : null) ?? serverNameError;
+  const fromError = from.trim() ? firstIssue(forkRequestSchema.shape.from.safeParse(from.trim())) : null;
+  const showNameError = (touched || name.length > 0) && nameError !== null;
+  const bases = [
+    ...(current ? [current.defaultBranch] : []),
+    ...workspaces.filter((w) => w.project === project && w.state !== 'gone' && !w.isDefault).map((w) => w.branch),
+  ];
+
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setTouched(true);
+    if (nameError || fromError || submitting) return;
+    setSubmitting(true);
+    setSubmitError(null);
+    try {
+      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}) });
+      setStarted({ project, name, slug: workspace.slug, message: message.trim() });
+      onChanged();
+    } catch (err) {
+      if (isApiError(err) && err.code === 'capacity_reached') {
+        const running = typeof err.body.running === 'number' ? err.body.running : 0;
+        const cap = typeof err.body.cap === 'number' ? err.body.cap : running;
+        setSubmitError(capacityReason({ running, cap }, workspaces));
+      } else if (isApiError(err) && (err.code === 'invalid_name' || err.code === 'workspace_exists')) {
+        setServerNameError(err.message);
+      } else {
+        setSubmitError(messageOf(err));
+      }
+    } finally {
+      setSubmitting(false);
+    }
+  };
+
+  if (started) {
+    return (
+      <Modal title={`Starting ${started.name}`} onClose={onClose}>
+        <ForkProgressView
+          started={started}
+          onChanged={onChanged}
+          onRetry={() => {
+            setStarted(null);
+            setServerNameError(null);
+          }}
+          onClose={onClose}
+        />
+      </Modal>
+    );
+  }
+
+  return (
+    <Modal title="New workspace" onClose={onClose}>
+      <p className="dialog-lead">A workspace is its own branch, checkout and sandboxed agent. It runs next to the others; nothing is shared.</p>
+      <form onSubmit={(e) => void submit(e)} noValidate>
+        {submitError ? (
+          <p className="dialog-alert" role="alert">
+            {submitError}
+          </p>
+        ) : null}
+        {projects.length > 1 ? (
+          <div className="field">
+            <label htmlFor={ids.project}>Project</label>
+            <select id={ids.project} value={project} onChange={(e) => setProject(e.target.value)}>
+              {projects.map((p) => (
+                <option key={p.name} value={p.name}>
+                  {p.name}
+                </option>
+              ))}
+            </select>
+          </div>
+        ) : null}
+        <div className="field">
+          <label htmlFor={ids.name}>Name</label>
+          <input
+            id={ids.name}
+            value={name}
+            onChange={(e) => {
+              setName(e.target.value);
+              setServerNameError(null);
+            }}
+            onBlur={() => setTouched(true)}
+            placeholder="e.g. fix-login"
+            autoComplete="off"
+            autoCapitalize="none"
+            spellCheck={false}
+            autoFocus
+            required
+            aria-invalid={showNameError}
+            aria-describedby={ids.nameMsg}
+          />
+          <p id={ids.nameMsg} className={showNameError ? 'field-error' : name && !nameError ? 'field-ok' : 'field-help'} aria-live="polite">
+            {showNameError ? nameError : name && !nameError ? `Branch grove/${name}` : 'Lowercase letters, digits and "-"; starts with a letter or digit.'}
+          </p>
+        </div>
+        <div className="field">
+          <label htmlFor={ids.from}>
+            Start from <span className="optional">(optional)</span>
+          </label>
+          <input
+            id={ids.from}
+            value={from}
+            onChange={(e) => setFrom(e.target.value)}
+            list={ids.list}
+            placeholder={current?.defaultBranch ?? 'the default branch'}
+            autoComplete="off"
+            spellCheck={false}
+            aria-invalid={fromError !== null}
+            aria-describedby={ids.fromHelp}
+          />
+          <datalist id={ids.list}>
+            {bases.map((b) => (
+              <option key={b} value={b} />
+            ))}
+          </datalist>
+          <p id={ids.fromHelp} className={fromError ? 'field-error' : 'field-help'}>
+            {fromError ?? `Empty means ${current?.defaultBranch ?? 'the project’s default branch'}. Another workspace’s branch works too.`}
+          </p>
+        </div>
+        <div className="field">
+          <label htmlFor={ids.msg}>
+            First message <span className="optional">(optional)</span>
+          </label>
+          <textarea id={ids.msg} value={message} onChange={(e) => setMessage(e.target.value)} rows={3} placeholder="Sent to the agent as soon as the workspace is ready" />
+        </div>
+        <div className="dialog-actions">
+          <button type="button" className="btn" onClick={onClose}>
+            Cancel
+          </button>
+          <button type="submit" className="btn btn-primary" disabled={submitting || (touched && (nameError !== null || fromError !== null))}>
+            {submitting ? 'Creating…' : 'Create workspace'}
+          </button>
+        </div>
+      </form>
+    </Modal>
+  );
+}
+
+function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: Started; onChanged: () => void; onRetry: () => void; onClose: () => void }) {
+  const watch = useForkProgress(started.slug);
+  const [firstMessage, setFirstMessage] = useState<'idle' | 'sending' | 'sent' | string>('idle');
+  const sentOnce = useRef(false);
+  const finished = watch.done || watch.failed !== null;
+
+  useEffect(() => {
+    if (finished) onChanged();
+  }, [finished, onChanged]);
+
+  // The first message goes out once, as soon as the agent is ready.
+  useEffect(() => {
+    if (!watch.done || !started.message || sentOnce.current) return;
+    sentOnce.current = true;
+    setFirstMessage('sending');
+    api.postMessage(started.slug, started.message).then(
+      () => setFirstMessage('sent'),
+      (e: unknown) => setFirstMessage(`The first message was not sent: ${messageOf(e)}`),
+    );
+  }, [watch.done, started]);
+
+  const href = workspaceHref(started);
+  return (
+    <>
+      <p className="dialog-lead">
+        {watch.done ? 'Ready.' : watch.failed ? 'It could not be started; everything it set up was undone.' : 'Setting up. You can close this; the card keeps showing progress.'}
+      </p>
+      <ForkSteps watch={watch} label={`Progress of ${started.name}`} />
+      {watch.failed ? (
+        <p className="dialog-alert spaced" role="alert">
+          {watch.failed}
+        </p>
+      ) : null}
+      {watch.timedOut ? (
+        <p className="dialog-warn spaced" role="status">
+          This is taking longer than usual. The card in the list shows its state.
+        </p>
+      ) : null}
+      {watch.error && !finished ? <p className="field-help spaced">Progress could not be read: {watch.error}</p> : null}
+      {started.message && watch.done ? (
+        <p className={firstMessage.startsWith('The first') ? 'field-error spaced' : 'field-help spaced'}>
+          {firstMessage === 'sending' ? 'Sending the first message…' : firstMessage === 'sent' ? 'First message sent.' : firstMessage === 'idle' ? '' : firstMessage}
+        </p>
+      ) : null}
+      <div className="dialog-actions">
+        {watch.failed ? (
+          <button type="button" className="btn" onClick={onRetry}>
+            Try again
+          </button>
+        ) : null}
+        <button type="button" className="btn" onClick={onClose}>
+          Close
+        </button>
+        {watch.done ? (
+          <Link className="btn btn-primary" href={href} autoFocus>
+            Open {started.name}
+          </Link>
+        ) : null}
+      </div>
+    </>
+  );
+}

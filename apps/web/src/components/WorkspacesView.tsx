@@ -1,0 +1,219 @@
+// The engineer view: every workspace as a card, the capacity meter, and the fork dialog.
+'use client';
+
+import Link from 'next/link';
+import { useCallback, useEffect, useState } from 'react';
+import type { Capacity, ListWorkspacesResponse, Project, Workspace } from '@grove/contracts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
+import { byActivity, capacityReason, isFull } from '../lib/capacity.ts';
+import { ForkDialog } from './ForkDialog.tsx';
+import { Notice, Shell, SignInNotice } from './ui.tsx';
+import { WorkspaceCard } from './WorkspaceCard.tsx';
+
+/** The issue allows no polling loop faster than this; a live event feed will replace it. */
+const REFRESH_MS = 5_000;
+
+type Load = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'ready'; data: ListWorkspacesResponse };
+
+export function WorkspacesView() {
+  const [load, setLoad] = useState<Load>({ kind: 'loading' });
+  const [projects, setProjects] = useState<Project[]>([]);
+  const [forking, setForking] = useState(false);
+  // A failed refresh keeps the last good list on screen and says so, instead of blanking it.
+  const [stale, setStale] = useState<string | null>(null);
+
+  const refresh = useCallback(async () => {
+    try {
+      const data = await api.listWorkspaces();
+      setLoad({ kind: 'ready', data });
+      setStale(null);
+    } catch (e) {
+      if (isApiError(e) && e.status === 401) {
+        setLoad({ kind: 'signin' });
+        return;
+      }
+      setLoad((prev) => (prev.kind === 'ready' ? prev : { kind: 'error', message: messageOf(e) }));
+      setStale(messageOf(e));
+    }
+  }, []);
+
+  useEffect(() => {
+    void refresh();
+    api.listProjects().then(
+      (r) => setProjects(r.projects),
+      () => setProjects([]),
+    );
+    const t = setInterval(() => {
+      if (!document.hidden) void refresh();
+    }, REFRESH_MS);
+    const onVisible = () => {
+      if (!document.hidden) void refresh();
+    };
+    document.addEventListener('visibilitychange', onVisible);
+    return () => {
+      clearInterval(t);
+      document.removeEventListener('visibilitychange', onVisible);
+    };
+  }, [refresh]);
+
+  const nav = (
+    <Link href="/" className="navlink">
+      Conversation
+    </Link>
+  );
+
+  return (
+    <Shell title="Workspaces" subtitle="Agents working side by side, each on its own branch" nav={nav}>
+      <div className="page">
+        {load.kind === 'signin' ? (
+          <div className="centered">
+            <SignInNotice />
+          </div>
+        ) : load.kind === 'error' ? (
+          <div className="centered">
+            <Notice tone="error" title="The workspaces could not be loaded" actions={<button className="btn" onClick={() => void refresh()}>Try again</button>}>
+              <p>{load.message}</p>
+            </Notice>
+          </div>
+        ) : load.kind === 'loading' ? (
+          <Loading />
+        ) : (
+          <Ready
+            data={load.data}
+            projects={projects}
+            stale={stale}
+            onFork={() => setForking(true)}
+            onChanged={() => void refresh()}
+          />
+        )}
+      </div>
+      {forking && load.kind === 'ready' ? (
+        <ForkDialog
+          projects={projects.length ? projects : projectsFrom(load.data.workspaces)}
+          workspaces={load.data.workspaces}
+          onClose={() => setForking(false)}
+          onChanged={() => void refresh()}
+        />
+      ) : null}
+    </Shell>
+  );
+}
+
+/** When /api/projects failed, the projects can still be read off the workspaces (default branch unknown). */
+function projectsFrom(workspaces: Workspace[]): Project[] {
+  const names = [...new Set(workspaces.map((w) => w.project))].sort();
+  return names.map((name) => ({ name, defaultBranch: workspaces.find((w) => w.project === name && w.isDefault)?.baseRef ?? 'main', createdAt: '' }));
+}
+
+function Loading() {
+  return (
+    <>
+      <div className="toolbar">
+        <h2>All workspaces</h2>
+      </div>
+      <ul className="cards" aria-label="Loading workspaces" aria-busy="true">
+        {[0, 1, 2].map((i) => (
+          <li key={i} className="card card-skeleton" />
+        ))}
+      </ul>
+    </>
+  );
+}
+
+function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspacesResponse; projects: Project[]; stale: string | null; onFork: () => void; onChanged: () => void }) {
+  const { workspaces, capacity } = data;
+  const full = isFull(capacity);
+  const reason = full ? capacityReason(capacity, workspaces) : null;
+  const visible = workspaces.filter((w) => w.state !== 'gone').sort(byActivity);
+  const groups = groupByProject(visible);
+
+  return (
+    <>
+      <div className="toolbar">
+        <h2>All workspaces</h2>
+        <Meter capacity={capacity} />
+        <span className="toolbar-spacer" />
+        <button className="btn btn-primary" onClick={onFork} disabled={full} aria-describedby={full ? 'cap-reason' : undefined}>
+          New workspace
+        </button>
+      </div>
+      {reason ? (
+        <div className="cap-reason" id="cap-reason" role="status">
+          <span aria-hidden="true">⚠</span>
+          <p>
+            <strong>New workspaces are paused.</strong> {reason}
+          </p>
+        </div>
+      ) : null}
+      {stale ? (
+        <p className="field-error" role="status">
+          Showing the last known state; refreshing failed: {stale}
+        </p>
+      ) : null}
+      {visible.length === 0 ? (
+        <div className="centered">
+          <Notice
+            tone="empty"
+            title="No workspaces yet"
+            actions={
+              <button className="btn btn-primary" onClick={onFork} disabled={full}>
+                New workspace
+              </button>
+            }
+          >
+            <p>
+              {projects.length === 0
+                ? 'No project has been added yet. The demo project appears here a few seconds after the first start.'
+                : 'Create one to put an agent to work on its own branch.'}
+            </p>
+          </Notice>
+        </div>
+      ) : (
+        groups.map(([project, list]) => (
+          <section key={project} aria-labelledby={`proj-${project}`} className="project-group">
+            {groups.length > 1 ? (
+              <h3 className="project-heading" id={`proj-${project}`}>
+                {project}
+              </h3>
+            ) : (
+              <h3 className="sr-only" id={`proj-${project}`}>
+                Project {project}
+              </h3>
+            )}
+            <ul className="cards">
+              {list.map((w) => (
+                <WorkspaceCard key={w.slug} workspace={w} fullReason={reason} onChanged={onChanged} />
+              ))}
+            </ul>
+          </section>
+        ))
+      )}
+    </>
+  );
+}
+
+function groupByProject(list: Workspace[]): Array<[string, Workspace[]]> {
+  const m = new Map<string, Workspace[]>();
+  for (const w of list) m.set(w.project, [...(m.get(w.project) ?? []), w]);
+  return [...m.entries()].sort(([a], [b]) => a.localeCompare(b));
+}
+
+function Meter({ capacity }: { capacity: Capacity }) {
+  const { running, creating, cap } = capacity;
+  const full = isFull(capacity);
+  const pct = (n: number) => `${Math.min(100, (n / cap) * 100)}%`;
+  return (
+    <div className={full ? 'meter meter-full' : 'meter'}>
+      <div className="meter-bar" role="meter" aria-valuemin={0} aria-valuemax={cap} aria-valuenow={running + creating} aria-label="Sandboxes in use">
+        <span className="meter-fill" style={{ width: pct(running) }} />
+        <span className="meter-fill meter-fill-creating" style={{ width: pct(creating) }} />
+      </div>
+      <span className="meter-label">
+        <strong>
+          {running} / {cap}
+        </strong>{' '}
+        sandboxes running{creating ? `, ${creating} starting` : ''}
+      </span>
+    </div>
+  );
+}
