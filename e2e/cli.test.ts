@@ -50,7 +50,7 @@ describe('grove CLI', () => {
 
     const full = await grove('fork', 'demo', 'cli-b');
     expect(full.code).toBe(4);
-    expect(full.stderr).toMatch(/capacity|sandboxes/i);
+    expect(full.stderr).toMatch(/sandbox slots are in use/);
 
     expect((await grove('stop', 'demo~cli-a')).stdout).toContain('stopped');
     const logs = await grove('logs', 'demo~cli-a');

@@ -26,6 +26,9 @@ async function main(): Promise<void> {
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
   });
   await grove.reconcile();
+  // The project is registered before the server listens, so a client never sees it missing.
+  const demoSource = env.GROVE_DEMO ? await ensureDemoRepo({ home: env.GROVE_HOME, filesDir: env.GROVE_DEMO_DIR }) : undefined;
+  if (demoSource) await grove.addProject({ name: 'demo', source: demoSource, createDefault: false });
 
   const web = await loadWeb(env.GROVE_WEB_DIR, logger);
   const front = createGroveServer({ grove, logger, token, web });
@@ -33,9 +36,9 @@ async function main(): Promise<void> {
   const shown = env.GROVE_HOST === '0.0.0.0' || env.GROVE_HOST === '127.0.0.1' ? 'localhost' : env.GROVE_HOST;
   logger.info({ port, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING }, 'grove.listening');
 
-  if (env.GROVE_DEMO) {
-    const source = await ensureDemoRepo({ home: env.GROVE_HOME, filesDir: env.GROVE_DEMO_DIR });
-    await grove.addProject({ name: 'demo', source }).catch((err: unknown) => logger.error({ err }, 'demo project could not start'));
+  if (demoSource) {
+    // The default workspace starts after the server listens, so the dashboard can show its progress.
+    void grove.addProject({ name: 'demo', source: demoSource }).catch((err: unknown) => logger.error({ err }, 'demo workspace could not start'));
   }
 
   process.stderr.write(`\n  Grove is running: http://${shown}:${port}/login?token=${token}\n  Access token: ${token}\n\n`);
