@@ -497,8 +497,9 @@ class GroveImpl implements Grove {
         this.log.error({ err: e, slug: row.slug }, `reconcile of ${row.slug} failed: ${reasonOf(e)}`);
       }
     }
-    for (const c of containers) {
-      if (this.store.live(c.slug)) continue;
+    // Listed again: rolling rows back above already removed some of the containers seen before.
+    for (const c of await this.opts.driver.list()) {
+      if (this.store.live(c.slug) || this.inflight.has(c.slug)) continue;
       try {
         await this.opts.driver.remove(c.slug);
         this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });

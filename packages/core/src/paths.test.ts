@@ -108,7 +108,7 @@ describe('paths', () => {
         checkBuilt(paths.locksRoot, () => paths.lockFile(a));
         checkBuilt(paths.archiveRoot, () => paths.archiveFor(a, new Date()));
       }),
-      { numRuns: 2000 },
+      { numRuns: 1000 },
     );
   });
 

@@ -1,0 +1,144 @@
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  branchExists,
+  cloneBare,
+  commitsBeyond,
+  defaultBranch,
+  deleteBranchIfEmpty,
+  ensureWorktree,
+  freshBranch,
+  isBareRepo,
+  listWorktrees,
+  removeWorktree,
+  resolveCommit,
+  worktreeAdminDir,
+} from './git.ts';
+import { branches, git, makeSourceRepo } from './test-support/repo.ts';
+
+let tmp: string;
+let repo: string;
+
+beforeAll(async () => {
+  tmp = mkdtempSync(join(tmpdir(), 'grove-git-'));
+  makeSourceRepo(join(tmp, 'src'));
+  repo = join(tmp, 'repos', 'demo');
+  await cloneBare(join(tmp, 'src'), repo);
+});
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+describe('git', () => {
+  it('clones bare and reads the default branch from HEAD', async () => {
+    expect(await isBareRepo(repo)).toBe(true);
+    expect(existsSync(join(repo, 'HEAD'))).toBe(true);
+    expect(existsSync(join(repo, '.git'))).toBe(false);
+    expect(await defaultBranch(repo)).toBe('main');
+    expect(branches(repo).sort()).toEqual(['feature', 'main']);
+  });
+
+  it('does not mistake a plain directory (even inside another repo) for a bare clone', async () => {
+    const plain = join(tmp, 'src', 'sub');
+    mkdirSync(plain, { recursive: true });
+    expect(await isBareRepo(plain)).toBe(false);
+    expect(await isBareRepo(join(tmp, 'nope'))).toBe(false);
+  });
+
+  it('reports a failed clone as git_failed and leaves nothing behind', async () => {
+    const dest = join(tmp, 'repos', 'broken');
+    await expect(cloneBare(join(tmp, 'does-not-exist'), dest)).rejects.toMatchObject({ code: 'git_failed' });
+    expect(existsSync(dest)).toBe(false);
+  });
+
+  it('resolves refs to commits and rejects unknown ones', async () => {
+    expect(await resolveCommit(repo, 'main')).toMatch(/^[0-9a-f]{40}$/);
+    expect(await resolveCommit(repo, 'feature')).not.toBe(await resolveCommit(repo, 'main'));
+    expect(await resolveCommit(repo, 'no-such-branch')).toBeNull();
+  });
+
+  it('adds a worktree on a new branch, reads its admin dir from .git, and reuses it idempotently', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'a');
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    const first = await ensureWorktree(repo, { path, branch: 'grove/a', base });
+    expect(first).toMatchObject({ reused: false, createdBranch: true });
+    expect(readFileSync(join(path, 'app.txt'), 'utf8')).toBe('v1\n');
+    expect(first.adminDir).toBe(join(repo, 'worktrees', 'a'));
+    expect(readFileSync(join(path, '.git'), 'utf8')).toContain(first.adminDir);
+    expect(git(path, 'rev-parse', '--abbrev-ref', 'HEAD')).toBe('grove/a');
+
+    writeFileSync(join(path, 'work.txt'), 'uncommitted\n');
+    const again = await ensureWorktree(repo, { path, branch: 'grove/a', base });
+    expect(again).toMatchObject({ reused: true, createdBranch: false, adminDir: first.adminDir });
+    expect(existsSync(join(path, 'work.txt'))).toBe(true);
+  });
+
+  it('gets the admin dir right when git had to number it', async () => {
+    // Same basename in another folder: git names the admin dir b1 (or similar), which must not be guessed.
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    const p1 = join(tmp, 'worktrees', 'x', 'b');
+    const p2 = join(tmp, 'worktrees', 'y', 'b');
+    const r1 = await ensureWorktree(repo, { path: p1, branch: 'grove/b1', base });
+    const r2 = await ensureWorktree(repo, { path: p2, branch: 'grove/b2', base });
+    expect(r1.adminDir).not.toBe(r2.adminDir);
+    expect(await worktreeAdminDir(repo, p2)).toBe(r2.adminDir);
+    expect(readFileSync(join(r2.adminDir, 'gitdir'), 'utf8').trim()).toBe(join(p2, '.git'));
+    await removeWorktree(repo, p1);
+    await removeWorktree(repo, p2);
+  });
+
+  it('replaces a stray directory with a real worktree', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'stray');
+    mkdirSync(path, { recursive: true });
+    writeFileSync(join(path, 'junk'), 'x');
+    const base = (await resolveCommit(repo, 'feature')) ?? '';
+    const r = await ensureWorktree(repo, { path, branch: 'grove/stray', base });
+    expect(r.reused).toBe(false);
+    expect(existsSync(join(path, 'junk'))).toBe(false);
+    expect(existsSync(join(path, 'feature.txt'))).toBe(true);
+  });
+
+  it('removes a dirty worktree and prunes it, keeping the branch', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'gone');
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    await ensureWorktree(repo, { path, branch: 'grove/gone', base });
+    writeFileSync(join(path, 'dirty.txt'), 'x');
+    writeFileSync(join(path, 'README.md'), 'changed');
+    await removeWorktree(repo, path);
+    expect(existsSync(path)).toBe(false);
+    expect((await listWorktrees(repo)).map((w) => w.path)).not.toContain(path);
+    expect(await branchExists(repo, 'grove/gone')).toBe(true);
+    // Removing again is a no-op.
+    await removeWorktree(repo, path);
+  });
+
+  it('picks grove/<name>, or adds a 4-hex nonce when the branch exists', async () => {
+    expect(await freshBranch(repo, 'new-one')).toBe('grove/new-one');
+    expect(await freshBranch(repo, 'a')).toMatch(/^grove\/a-[0-9a-f]{4}$/);
+  });
+
+  it('deletes a branch only when it has no commits beyond its base', async () => {
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    const emptyPath = join(tmp, 'worktrees', 'demo', 'empty');
+    await ensureWorktree(repo, { path: emptyPath, branch: 'grove/empty', base });
+    const workPath = join(tmp, 'worktrees', 'demo', 'work');
+    await ensureWorktree(repo, { path: workPath, branch: 'grove/work', base });
+    writeFileSync(join(workPath, 'new.txt'), 'work');
+    // Commit from the host (the bare repo is writable here): the branch now carries work.
+    git(workPath, 'add', '.');
+    git(workPath, 'commit', '-q', '-m', 'work');
+    expect(await commitsBeyond(repo, 'grove/work', base)).toBe(1);
+    await removeWorktree(repo, emptyPath);
+    await removeWorktree(repo, workPath);
+    expect(await deleteBranchIfEmpty(repo, 'grove/empty', base)).toBe(true);
+    expect(await deleteBranchIfEmpty(repo, 'grove/work', base)).toBe(false);
+    expect(await branchExists(repo, 'grove/empty')).toBe(false);
+    expect(await branchExists(repo, 'grove/work')).toBe(true);
+  });
+
+  it('fails worktree add on a bad base with git_failed', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'bad');
+    await expect(ensureWorktree(repo, { path, branch: 'grove/bad', base: 'nope' })).rejects.toMatchObject({ code: 'git_failed' });
+    expect(await branchExists(repo, 'grove/bad')).toBe(false);
+  });
+});
