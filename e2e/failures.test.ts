@@ -73,3 +73,17 @@ describe('fork failures roll back', () => {
     await expectNothingLeft(s, 'sleepy');
   });
 });
+
+describe('Docker unavailable', () => {
+  it('the server still starts; forks get 503 docker_unavailable and reserve nothing', async () => {
+    const s = await serverWith({ GROVE_DOCKER_SOCKET: '/nonexistent/docker.sock' });
+    expect((await fetch(`${s.base}/api/health`)).status).toBe(200);
+    const r = await s.api<{ code: string; message: string }>('POST', '/api/workspaces', { project: 'demo', name: 'nodocker' });
+    expect(r.status).toBe(503);
+    expect(r.body.code).toBe('docker_unavailable');
+    expect(r.body.message).toMatch(/Docker/);
+    const list = await s.api<{ capacity: { running: number; creating: number } }>('GET', '/api/workspaces');
+    expect(list.body.capacity).toMatchObject({ running: 0, creating: 0 });
+    expect(fs.existsSync(path.join(s.home, 'worktrees', 'demo', 'nodocker'))).toBe(false);
+  });
+});

@@ -1,12 +1,25 @@
 // Entry point of the Grove server: configuration, reconciliation, the demo project, then serve.
 import crypto from 'node:crypto';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { createGrove } from '@grove/core';
 import { createDockerDriver } from '@grove/sandbox';
 import { loadEnv } from './env.ts';
 import { loadOrCreateToken } from './auth.ts';
 import { ensureDemoRepo } from './demo.ts';
 import { createGroveServer, loadWeb } from './server.ts';
+
+function reconcileWhenDockerIsBack(o: { ping(): Promise<void>; reconcile(): Promise<void>; logger: Logger }): void {
+  const timer = setInterval(() => {
+    o.ping()
+      .then(async () => {
+        clearInterval(timer);
+        o.logger.info('docker.available');
+        await o.reconcile();
+      })
+      .catch(() => undefined);
+  }, 5_000);
+  timer.unref();
+}
 
 async function main(): Promise<void> {
   const env = loadEnv();
@@ -15,7 +28,15 @@ async function main(): Promise<void> {
   // One Docker engine may serve several Grove homes (tests, a second checkout): scope containers to this one.
   const instance = crypto.createHash('sha256').update(env.GROVE_HOME).digest('hex').slice(0, 8);
   const driver = createDockerDriver({ instance, socketPath: env.GROVE_DOCKER_SOCKET });
-  await driver.ping();
+  // Without Docker the server still starts: the API answers 503 docker_unavailable and the
+  // reconciliation runs as soon as the engine answers.
+  const dockerUp = await driver.ping().then(
+    () => true,
+    (err: unknown) => {
+      logger.error({ err }, 'docker.unavailable');
+      return false;
+    },
+  );
 
   const grove = await createGrove({
     home: env.GROVE_HOME,
@@ -25,7 +46,8 @@ async function main(): Promise<void> {
     logger,
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
   });
-  await grove.reconcile();
+  if (dockerUp) await grove.reconcile();
+  else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });
   // The project is registered before the server listens, so a client never sees it missing.
   const demoSource = env.GROVE_DEMO ? await ensureDemoRepo({ home: env.GROVE_HOME, filesDir: env.GROVE_DEMO_DIR }) : undefined;
   if (demoSource) await grove.addProject({ name: 'demo', source: demoSource, createDefault: false });
