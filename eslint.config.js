@@ -20,5 +20,7 @@ export default tseslint.config(
     },
   },
   { files: ['packages/sandbox/**'], rules: { 'no-restricted-imports': 'off' } },
+  // Benchmarks measure the apps themselves, so they may import them (but still not dockerode).
+  { files: ['bench/**'], rules: { 'no-restricted-imports': ['error', { paths: [{ name: 'dockerode', message: 'Only packages/sandbox talks to Docker.' }] }] } },
   { files: ['**/env.ts', '**/*.test.ts', 'e2e/**', 'bench/**', 'scripts/**', '**/*.config.*'], rules: { 'no-restricted-properties': 'off' } },
 );

@@ -1,0 +1,47 @@
+// Child process for bench/proxy.ts: either the upstream (an HTTP server on a Unix socket) or the
+// proxies in front of it, so the load generator, the proxies and the upstream each get their own process.
+import http from 'node:http';
+import fs from 'node:fs';
+import httpProxy from 'http-proxy';
+import * as httpProxy3 from 'http-proxy-3';
+import { pino } from 'pino';
+import type { Grove } from '@grove/core';
+import { createGroveServer } from '../apps/server/src/server.ts';
+
+const [role, socketPath] = process.argv.slice(2);
+if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies <socket>');
+
+const bodies: Record<string, Buffer> = { '/1k': Buffer.alloc(1024, 'a'), '/256k': Buffer.alloc(256 * 1024, 'b') };
+
+async function listen(server: http.Server): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const a = server.address();
+  if (!a || typeof a === 'string') throw new Error('no port');
+  return a.port;
+}
+
+if (role === 'upstream') {
+  fs.rmSync(socketPath, { force: true });
+  const server = http.createServer((req, res) => {
+    const body = bodies[req.url ?? ''] ?? bodies['/1k'];
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': body?.length ?? 0 });
+    res.end(body);
+  });
+  server.keepAliveTimeout = 60_000;
+  server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true })}\n`));
+} else {
+  const agent = () => new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+  const target = { socketPath } as unknown as httpProxy.ProxyTarget;
+
+  const p1 = httpProxy.createProxyServer({ agent: agent(), xfwd: true });
+  const s1 = http.createServer((req, res) => p1.web(req, res, { target }));
+
+  const p3 = httpProxy3.createProxyServer({ agent: agent(), xfwd: true });
+  const s3 = http.createServer((req, res) => p3.web(req, res, { target: { socketPath } as never }));
+
+  const stub = { socketFor: async () => socketPath } as unknown as Grove;
+  const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
+
+  const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1') };
+  process.stdout.write(`${JSON.stringify(ports)}\n`);
+}
