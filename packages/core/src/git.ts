@@ -25,6 +25,15 @@ function gitFailed(what: string, e: unknown): GroveError {
   return new GroveError('git_failed', `${what}: ${msg}`, { cause: e });
 }
 
+/** git <args> in repo; failures become GroveError('git_failed') naming what was attempted. */
+async function raw(repo: string, args: string[], what = `git ${args[0] ?? ''}`): Promise<string> {
+  try {
+    return await git(repo).raw(args);
+  } catch (e) {
+    throw gitFailed(what, e);
+  }
+}
+
 export function branchForName(name: string): string {
   return `grove/${name}`;
 }
@@ -55,12 +64,7 @@ export async function isBareRepo(dir: string): Promise<boolean> {
 
 /** The branch the bare repository's HEAD points at; git_failed when it has no commits. */
 export async function defaultBranch(repo: string): Promise<string> {
-  let branch: string;
-  try {
-    branch = (await git(repo).raw(['symbolic-ref', '--short', 'HEAD'])).trim();
-  } catch (e) {
-    throw gitFailed('reading the default branch', e);
-  }
+  const branch = (await raw(repo, ['symbolic-ref', '--short', 'HEAD'], 'reading the default branch')).trim();
   if (!branch || !(await branchExists(repo, branch))) {
     throw new GroveError('git_failed', `the repository has no commits on its default branch${branch ? ` "${branch}"` : ''}`);
   }
@@ -68,13 +72,13 @@ export async function defaultBranch(repo: string): Promise<string> {
 }
 
 export async function branchExists(repo: string, branch: string): Promise<boolean> {
-  const out = await git(repo).raw(['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`]);
+  const out = await raw(repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], `looking up branch ${branch}`);
   return out.trim().length > 0;
 }
 
 /** The commit a ref names, or null when it names none. ref must be pre-validated (no leading "-"). */
 export async function resolveCommit(repo: string, ref: string): Promise<string | null> {
-  const out = await git(repo).raw(['rev-parse', '--verify', '--quiet', `${ref}^{commit}`]);
+  const out = await raw(repo, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], `resolving ${ref}`);
   const sha = out.trim();
   return /^[0-9a-f]{40,64}$/.test(sha) ? sha : null;
 }
@@ -99,7 +103,7 @@ export interface WorktreeEntry {
 }
 
 export async function listWorktrees(repo: string): Promise<WorktreeEntry[]> {
-  const out = await git(repo).raw(['worktree', 'list', '--porcelain']);
+  const out = await raw(repo, ['worktree', 'list', '--porcelain']);
   const entries: WorktreeEntry[] = [];
   let cur: WorktreeEntry | null = null;
   for (const line of out.split('\n')) {
@@ -170,11 +174,7 @@ export async function ensureWorktree(repo: string, opts: { path: string; branch:
   await mkdir(dirname(path), { recursive: true });
   const createdBranch = !(await branchExists(repo, branch));
   const args = createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch];
-  try {
-    await git(repo).raw(args);
-  } catch (e) {
-    throw gitFailed(`git worktree add for ${branch}`, e);
-  }
+  await raw(repo, args, `git worktree add for ${branch}`);
   return { reused: false, createdBranch, adminDir: await worktreeAdminDir(repo, path) };
 }
 
@@ -194,11 +194,7 @@ export async function removeWorktree(repo: string, path: string): Promise<void> 
 }
 
 export async function prune(repo: string): Promise<void> {
-  try {
-    await git(repo).raw(['worktree', 'prune']);
-  } catch (e) {
-    throw gitFailed('git worktree prune', e);
-  }
+  await raw(repo, ['worktree', 'prune']);
 }
 
 /** Commits on branch that are not reachable from base; null when either cannot be resolved. */
@@ -216,10 +212,6 @@ export async function commitsBeyond(repo: string, branch: string, base: string):
 export async function deleteBranchIfEmpty(repo: string, branch: string, base: string): Promise<boolean> {
   if (!(await branchExists(repo, branch))) return false;
   if ((await commitsBeyond(repo, branch, base)) !== 0) return false;
-  try {
-    await git(repo).raw(['branch', '-D', branch]);
-    return true;
-  } catch (e) {
-    throw gitFailed(`deleting branch ${branch}`, e);
-  }
+  await raw(repo, ['branch', '-D', branch], `deleting branch ${branch}`);
+  return true;
 }

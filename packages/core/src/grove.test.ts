@@ -89,6 +89,18 @@ describe('addProject', () => {
     expect((await g.get('demo')).state).toBe('stopped');
   });
 
+  it('re-creates a torn-down default workspace on the kept grove/default branch', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source });
+    await g.teardown('demo');
+    expect(branches(join(home, 'repos', 'demo'))).toContain('grove/default');
+    await g.addProject({ name: 'demo', source });
+    expect(await g.get('demo')).toMatchObject({ state: 'running', branch: 'grove/default', isDefault: true });
+    const prepared = (await g.events({ slug: 'demo', limit: 100 })).filter((e) => e.type === 'workspace.prepared');
+    expect(prepared.map((e) => e.data.branchCreated)).toEqual([true, false]);
+    expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['gone', 'running']);
+  });
+
   it('rejects bad names and sources', async () => {
     const g = await open();
     await expect(g.addProject({ name: 'Demo', source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
