@@ -135,7 +135,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged }: ForkDia
             aria-describedby={ids.nameMsg}
           />
           <p id={ids.nameMsg} className={showNameError ? 'field-error' : name && !nameError ? 'field-ok' : 'field-help'} aria-live="polite">
-            {showNameError ? nameError : name && !nameError ? `Branch grove/${name}` : 'Lowercase letters, digits and "-"; starts with a letter or digit.'}
+            {showNameError ? nameError : name && !nameError ? `"${name}" is available.` : 'Lowercase letters, digits and "-"; starts with a letter or digit.'}
           </p>
         </div>
         <div className="field">

@@ -51,7 +51,7 @@ export function Landing() {
   );
 
   return (
-    <Shell title={project ?? 'Grove'} subtitle={project ? 'Your conversation with the project’s agent' : undefined} nav={nav} fill>
+    <Shell title={project ?? 'Welcome'} subtitle={project ? 'Your conversation with the project’s agent' : undefined} nav={nav} fill>
       {found.kind === 'loading' ? (
         <div className="centered">
           <Notice tone="wait" title="Opening…" />

@@ -32,6 +32,23 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadVi
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   }, [items]);
 
+  // The composer grows and the keyboard opens on phones: the scroll area shrinks, so pin it again.
+  useEffect(() => {
+    const el = scroller.current;
+    if (!el) return;
+    const ro = new ResizeObserver(() => {
+      if (stick.current) el.scrollTop = el.scrollHeight;
+    });
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+
+  const sendAndFollow = (text: string) => {
+    // Whoever sends wants to see the reply, even after scrolling up to reread something.
+    stick.current = true;
+    return send(text);
+  };
+
   const onScroll = () => {
     const el = scroller.current;
     if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_PX;
@@ -81,7 +98,7 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadVi
           ) : null}
         </ol>
       </div>
-      <Composer slug={slug} busy={state.busy || sending} onSend={send} />
+      <Composer slug={slug} busy={state.busy || sending} onSend={sendAndFollow} />
     </div>
   );
 }
@@ -112,6 +129,7 @@ function Item({ item, audience }: { item: ThreadItem; audience: Audience }) {
         <li className="msg msg-tool">
           <details>
             <summary>
+              <span className="tool-verb">Used</span>
               <span className="tool-name">{item.tool}</span>
               <span className={item.result === null ? 'tool-state' : item.result.isError ? 'tool-state tool-failed' : 'tool-state tool-ok'}>
                 {item.result === null ? 'running…' : item.result.isError ? 'failed' : 'done'}
@@ -188,7 +206,7 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
     if (!el) return;
     el.style.height = 'auto';
     el.style.height = `${Math.min(el.scrollHeight, 240)}px`;
-  }, [text]);
+  }, [text, busy]);
 
   const submit = async () => {
     const message = text.trim();
@@ -231,7 +249,7 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
           ref={area}
           rows={1}
           value={text}
-          placeholder={busy ? 'Waiting for the reply… you can write your next message' : 'Write a message'}
+          placeholder={busy ? 'Write your next message…' : 'Write a message'}
           onChange={(e) => setText(e.target.value)}
           onKeyDown={onKeyDown}
           aria-describedby={hintId}

@@ -39,7 +39,7 @@ export function WorkspaceScreen({ project, name }: { project: string; name: stri
         </button>
       ) : null}
       <Link href="/workspaces" className="navlink">
-        All workspaces
+        Workspaces
       </Link>
     </>
   );
@@ -60,18 +60,21 @@ export function WorkspaceScreen({ project, name }: { project: string; name: stri
   }
 
   const slug = makeSlug(project, name);
-  const title = (
-    <>
-      <span>{name === 'default' ? project : name}</span>
+  const title = name === 'default' ? project : name;
+  // State and branch share the second line, which stays visible on phones (unlike other subtitles).
+  const subtitle = (
+    <span className="topbar-sub-keep">
       {workspace ? <StateBadge state={workspace.state} /> : null}
-    </>
-  );
-  const subtitle = workspace ? (
-    <>
-      {project} · <span className="branch">{workspace.branch}</span>
-    </>
-  ) : (
-    project
+      <span className="ellipsis">
+        {project}
+        {workspace ? (
+          <>
+            {' · '}
+            <span className="branch">{workspace.branch}</span>
+          </>
+        ) : null}
+      </span>
+    </span>
   );
 
   return (

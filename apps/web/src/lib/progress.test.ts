@@ -1,0 +1,38 @@
+// Fork progress from events, and the capacity sentence.
+import { describe, expect, it } from 'vitest';
+import type { GroveEvent, Workspace } from '@grove/contracts';
+import { forkProgress } from './progress.ts';
+import { capacityReason, isFull } from './capacity.ts';
+
+let id = 0;
+const ev = (type: string, data: Record<string, unknown> = {}): GroveEvent => ({ id: ++id, slug: 'demo~a', type, data, at: '2026-01-01T00:00:00Z' });
+
+describe('forkProgress', () => {
+  it('counts the phases reached in order', () => {
+    expect(forkProgress([ev('workspace.reserved'), ev('workspace.prepared')])).toEqual({ reached: 2, failed: null, done: false });
+    const all = [ev('workspace.reserved'), ev('workspace.prepared'), ev('sandbox.started'), ev('workspace.registered')];
+    expect(forkProgress(all).done).toBe(true);
+  });
+
+  it('reports spawn_failed with its reason', () => {
+    const p = forkProgress([ev('workspace.reserved'), ev('workspace.prepared'), ev('spawn_failed', { reason: 'image missing' })]);
+    expect(p).toEqual({ reached: 2, failed: 'image missing', done: false });
+  });
+
+  it('ignores an earlier attempt under the same slug', () => {
+    const old = [ev('workspace.reserved'), ev('workspace.prepared'), ev('sandbox.started'), ev('workspace.registered'), ev('workspace.cleaned')];
+    expect(forkProgress([...old, ev('workspace.reserved')])).toEqual({ reached: 1, failed: null, done: false });
+  });
+});
+
+describe('capacity', () => {
+  const w = (name: string, state: Workspace['state'], isDefault = false) => ({ name, state, isDefault, project: 'demo' }) as Workspace;
+  it('is full when running plus creating reaches the cap', () => {
+    expect(isFull({ running: 1, creating: 1, cap: 2 })).toBe(true);
+    expect(isFull({ running: 1, creating: 0, cap: 2 })).toBe(false);
+  });
+  it('names the way out', () => {
+    const text = capacityReason({ running: 2, creating: 0, cap: 2 }, [w('default', 'running', true), w('a', 'running'), w('b', 'stopped')]);
+    expect(text).toBe('All 2 sandboxes are in use (2 running). Stop or tear down one of: demo (default), a.');
+  });
+});
