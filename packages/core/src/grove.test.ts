@@ -164,6 +164,18 @@ describe('fork', () => {
     expect(rows.map((w) => w.slug)).toEqual(['demo~dup']);
   });
 
+  it('refuses a slug whose backend socket path would exceed the Unix socket limit', async () => {
+    const g = await open();
+    const long = 'p'.repeat(39);
+    await g.addProject({ name: long, source, createDefault: false });
+    const name = 'n'.repeat(39);
+    expect(Buffer.byteLength(join(home, 'run', `${long}~${name}`, 'backend.sock'))).toBeGreaterThan(107);
+    await expect(g.fork({ project: long, name })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('107-byte limit') as string });
+    expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
+    // A short name in the same project is fine.
+    expect((await g.fork({ project: long, name: 'ok' })).state).toBe('running');
+  });
+
   it('forks from another base', async () => {
     const g = await withProject();
     const ws = await g.fork({ project: 'demo', name: 'feat', from: 'feature' });

@@ -34,7 +34,7 @@ import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
-import { LIVE_STATES, Store, nowIso, toWorkspace } from './store.ts';
+import { LIVE_STATES, Store, capacityError, nowIso, toWorkspace } from './store.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
@@ -46,6 +46,8 @@ const HEALTH_POLL_MS = 50;
 /** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
 const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
+/** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
+const MAX_SOCKET_PATH_BYTES = 107;
 
 type Step = 'worktree' | 'dirs' | 'image' | 'container' | 'health' | 'register';
 
@@ -125,7 +127,12 @@ class GroveImpl implements Grove {
     this.log = opts.logger;
     this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
-    this.lock = new RepoLock({ dir: paths.locksRoot, timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS, logger: opts.logger });
+    this.lock = new RepoLock({
+      dir: paths.locksRoot,
+      fileFor: (project) => paths.lockFile(project),
+      timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS,
+      logger: opts.logger,
+    });
   }
 
   // ---- queries ----
@@ -242,13 +249,26 @@ class GroveImpl implements Grove {
 
   private async create(c: { project: ProjectRow; name: string; isDefault: boolean; baseRef: string; wait: boolean }): Promise<Workspace> {
     const slug = validSlug(makeSlug(c.project.name, c.name));
+    const socketBytes = Buffer.byteLength(this.paths.socket(slug));
+    if (socketBytes > MAX_SOCKET_PATH_BYTES) {
+      throw new GroveError(
+        'invalid_name',
+        `name too long for this GROVE_HOME: the backend socket path would be ${socketBytes} bytes, over the ${MAX_SOCKET_PATH_BYTES}-byte limit of Unix sockets; choose a shorter name`,
+        { details: { slug } },
+      );
+    }
     // Fail before reserving anything when Docker is down (503, nothing to undo).
     await this.opts.driver.ping();
+    // Cheap early answers, so refused forks do not queue on the repository lock below (the transaction
+    // in reserveNew is what actually decides).
+    if (this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
+    const pre = this.store.capacity(this.opts.maxRunning);
+    if (pre.running + pre.creating >= pre.cap) throw capacityError(pre);
     // The branch is chosen before the reservation and recorded in the row, so a crash at any later point
     // still knows which branch this fork created. Only forks of this slug could create it meanwhile, and
     // the live-slug unique index serializes those.
     const repo = this.paths.repo(c.project.name);
-    const branch = c.isDefault ? 'grove/default' : await freshBranch(repo, c.name);
+    const branch = c.isDefault ? 'grove/default' : await this.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
     const { row, capacity } = this.store.reserveNew(
       { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef },
       this.opts.maxRunning,
@@ -580,7 +600,7 @@ class GroveImpl implements Grove {
       // The branch in a fork row was free when it was reserved, so if it exists now this fork made it. The
       // default workspace reuses grove/default: only trust the event for it.
       branchCreated: prepared ? prepared.data.branchCreated === true : !row.isDefault,
-      baseCommit: recordedBase ?? (await resolveCommit(repo, row.baseRef).catch(() => null)),
+      baseCommit: recordedBase ?? (await this.lock.withLock(row.project, () => resolveCommit(repo, row.baseRef)).catch(() => null)),
     };
     const problems = await this.rollbackFork(row, undo);
     this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');

@@ -19,6 +19,8 @@ export interface LockHolder {
 
 export interface RepoLockOptions {
   dir: string;
+  /** Lock file for a key; defaults to <dir>/<key>.lock. Grove passes its validated path builder. */
+  fileFor?: (key: string) => string;
   timeoutMs: number;
   pollMs?: number;
   logger?: Logger;
@@ -109,16 +111,18 @@ export class RepoLock {
   private readonly timeoutMs: number;
   private readonly pollMs: number;
   private readonly logger: Logger | undefined;
+  private readonly fileOf: (key: string) => string;
 
   constructor(opts: RepoLockOptions) {
     this.dir = opts.dir;
+    this.fileOf = opts.fileFor ?? ((key) => join(opts.dir, `${key}.lock`));
     this.timeoutMs = opts.timeoutMs;
     this.pollMs = opts.pollMs ?? 30;
     this.logger = opts.logger;
   }
 
   fileFor(key: string): string {
-    return join(this.dir, `${key}.lock`);
+    return this.fileOf(key);
   }
 
   /** Run fn while holding the lock for key (a validated project name). */
