@@ -16,7 +16,7 @@ import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
-import { chownTree, ensureDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
 import {
   cloneBare,
   defaultBranch as readDefaultBranch,
@@ -127,6 +127,9 @@ class GroveImpl implements Grove {
     this.log = opts.logger;
     this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
+    if (!canChown() && process.getuid?.() !== SANDBOX_UID) {
+      this.log.warn({ uid: process.getuid?.(), sandboxUid: SANDBOX_UID }, 'not running as root: worktrees cannot be handed to the sandbox uid, which may not be able to write them');
+    }
     this.lock = new RepoLock({
       dir: paths.locksRoot,
       fileFor: (project) => paths.lockFile(project),
