@@ -3,7 +3,7 @@
 
 import Link from 'next/link';
 import { useCallback, useEffect, useState, type ReactNode } from 'react';
-import type { Workspace } from '@grove/contracts';
+import { parseSlug, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf, type ApiError } from '../lib/api.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { Notice, SignInNotice, Spinner } from './ui.tsx';
@@ -76,7 +76,7 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
     return (
       <Centered>
         <Notice tone="empty" title={engineer ? 'No such workspace' : 'This conversation does not exist'}>
-          <p>{engineer ? `There is no workspace "${slug}". It may have been torn down.` : 'The link may be old.'}</p>
+          <p>{engineer ? `There is no workspace "${parseSlug(slug).name}" in ${parseSlug(slug).project}. It may have been torn down.` : 'The link may be old.'}</p>
           <p>
             <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>
           </p>

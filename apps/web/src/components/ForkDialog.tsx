@@ -186,10 +186,13 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
   const [firstMessage, setFirstMessage] = useState<'idle' | 'sending' | 'sent' | string>('idle');
   const sentOnce = useRef(false);
   const finished = watch.done || watch.failed !== null;
+  // Held in a ref: the parent passes a fresh function on every render, and this must fire once per outcome.
+  const onChangedRef = useRef(onChanged);
+  onChangedRef.current = onChanged;
 
   useEffect(() => {
-    if (finished) onChanged();
-  }, [finished, onChanged]);
+    if (finished) onChangedRef.current();
+  }, [finished]);
 
   // The first message goes out once, as soon as the agent is ready.
   useEffect(() => {

@@ -37,6 +37,8 @@ export function WorkspacesView() {
     }
   }, []);
 
+  const onChanged = useCallback(() => void refresh(), [refresh]);
+
   useEffect(() => {
     void refresh();
     api.listProjects().then(
@@ -83,7 +85,7 @@ export function WorkspacesView() {
             projects={projects}
             stale={stale}
             onFork={() => setForking(true)}
-            onChanged={() => void refresh()}
+            onChanged={onChanged}
           />
         )}
       </div>
@@ -92,7 +94,7 @@ export function WorkspacesView() {
           projects={projects.length ? projects : projectsFrom(load.data.workspaces)}
           workspaces={load.data.workspaces}
           onClose={() => setForking(false)}
-          onChanged={() => void refresh()}
+          onChanged={onChanged}
         />
       ) : null}
     </Shell>
