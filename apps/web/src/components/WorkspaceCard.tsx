@@ -58,7 +58,12 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
         <h3 className="card-title">
           <Link href={workspaceHref(w)}>
             {title}
-            {w.isDefault ? <span className="card-tag"> default</span> : null}
+            {w.isDefault ? (
+              <>
+                {' '}
+                <span className="card-tag">default</span>
+              </>
+            ) : null}
           </Link>
         </h3>
         <StateBadge state={w.state} />
