@@ -2,13 +2,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanup, makeHome, startServer, type RunningServer } from './harness.ts';
+import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
 const home = makeHome('names');
 let s: RunningServer;
 
 beforeAll(async () => {
   s = await startServer({ home, env: { GROVE_DEMO: 'true' } });
+  // The default workspace starts in the background; let it settle so the listings below are stable.
+  await waitRunning(s, 'demo');
 });
 
 afterAll(async () => {
