@@ -142,14 +142,32 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
         </Centered>
       );
     case 'failed':
+      // The server does not restart a failed workspace (it answers "tear it down and fork again").
       return (
         <Centered>
-          <Notice tone="error" title={engineer ? 'This workspace failed' : 'Something went wrong'} actions={reopenButton('Try again')}>
+          <Notice
+            tone="error"
+            title={engineer ? 'This workspace failed' : 'Something went wrong'}
+            actions={
+              engineer ? (
+                <Link className="btn" href="/workspaces">
+                  Go to workspaces
+                </Link>
+              ) : (
+                <button className="btn" onClick={() => void refresh()}>
+                  Check again
+                </button>
+              )
+            }
+          >
             {engineer ? (
-              <p>{workspace.failureReason ?? 'No reason was recorded.'}</p>
+              <>
+                <p>{workspace.failureReason ?? 'No reason was recorded.'}</p>
+                <p className="muted">A failed workspace cannot be reopened: tear it down (its branch {workspace.branch} is kept) and fork again.</p>
+              </>
             ) : (
               <>
-                <p>The assistant could not be started. Trying again usually helps.</p>
+                <p>The assistant could not be started. Please tell whoever runs Grove for this project.</p>
                 {workspace.failureReason ? (
                   <details className="fine-print">
                     <summary>Details for whoever runs Grove</summary>
@@ -158,7 +176,6 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
                 ) : null}
               </>
             )}
-            {reopenError ? <p className="error-text" role="alert">{reopenError}</p> : null}
           </Notice>
         </Centered>
       );

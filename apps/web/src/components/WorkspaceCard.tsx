@@ -46,7 +46,8 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
     }
   };
 
-  const canReopen = w.state === 'stopped' || w.state === 'failed';
+  // Only a stopped workspace reopens; the server refuses a failed one (tear down and fork again).
+  const canReopen = w.state === 'stopped';
   // The default workspace is the non-engineers' conversation; it is stopped, never torn down, from here.
   const canTeardown = !w.isDefault && (w.state === 'running' || w.state === 'stopped' || w.state === 'failed');
   const reopenBlocked = canReopen && fullReason !== null;
