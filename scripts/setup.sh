@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for Grove: npm dependencies, a running Docker engine, the sandbox image.
-# Fast when everything is in place. Usage: scripts/setup.sh [--no-install]
-#   --no-install   skip `npm ci` (used by `npm test`'s pretest)
+# Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
+#   --no-install     skip `npm ci` (used by `npm test`'s pretest)
+#   --with-browser   also make sure Debian's chromium is there (the browser tests need it)
 # Works from a fresh clone, as root in CI without a TTY, and re-run any number of times.
 set -euo pipefail
 
@@ -9,12 +10,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DOCKERD_LOG="/var/log/grove-dockerd.log"
 DOCKER_WAIT_S=60
 INSTALL=1
+BROWSER=0
 START_S=$SECONDS
 
 for arg in "$@"; do
   case "$arg" in
     --no-install) INSTALL=0 ;;
-    -h|--help) sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --with-browser) BROWSER=1 ;;
+    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) printf 'setup: unknown argument %s (try --help)\n' "$arg" >&2; exit 2 ;;
   esac
 done
@@ -121,5 +124,23 @@ fi
 
 # 3. sandbox image
 bash "$ROOT/docker/build-image.sh"
+
+# 4. the dashboard: `next build` when there is no build or a source is newer than it
+web="$ROOT/apps/web"
+build_id="$web/.next/BUILD_ID"
+if [ ! -f "$build_id" ] || [ -n "$(find "$web/src" "$web/next.config.ts" "$web/package.json" "$ROOT/packages/contracts/src" -newer "$build_id" -print -quit 2>/dev/null)" ]; then
+  say "building the dashboard (next build)"
+  (cd "$ROOT" && NEXT_TELEMETRY_DISABLED=1 npm run build -w @grove/web --silent </dev/null >/dev/null) || die "the dashboard did not build: run npm run build -w @grove/web to see why"
+else
+  say "dashboard build up to date"
+fi
+
+# 5. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
+if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
+  is_debian_root || die "the browser tests need /usr/bin/chromium: install Debian's chromium package"
+  say "installing chromium (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null >/dev/null
+fi
 
 say "done in $((SECONDS - START_S))s"

@@ -1,5 +1,6 @@
 // The registry API under /api: every body and parameter is checked with the contracts schemas.
 import { Hono } from 'hono';
+import { streamSSE } from 'hono/streaming';
 import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
@@ -11,6 +12,7 @@ import {
   slugSchema,
   type ErrorCode,
   type EventsResponse,
+  type GroveEvent,
   type ListWorkspacesResponse,
   type WorkspaceResponse,
 } from '@grove/contracts';
@@ -83,6 +85,45 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });
     const body: EventsResponse = { events: await grove.events(q) };
     return c.json(body);
+  });
+
+  // Live audit events as server-sent events: lifecycle progress and capacity changes reach the
+  // dashboard as they happen, with no polling. Last-Event-ID (or ?after=) replays what was missed.
+  app.get('/api/events/stream', (c) => {
+    const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });
+    const lastId = Number(c.req.header('last-event-id') ?? q.after ?? NaN);
+    return streamSSE(c, async (stream) => {
+      const queue: GroveEvent[] = [];
+      let wake = () => {};
+      const off = grove.onEvent((e) => {
+        if (q.slug && e.slug !== q.slug) return;
+        queue.push(e);
+        wake();
+      });
+      stream.onAbort(() => {
+        off();
+        wake();
+      });
+      if (Number.isInteger(lastId)) queue.unshift(...(await grove.events({ slug: q.slug, after: lastId, limit: 1000 })));
+      let sent = Number.isInteger(lastId) ? lastId : 0;
+      while (!stream.aborted) {
+        for (let e = queue.shift(); e; e = queue.shift()) {
+          if (e.id <= sent) continue;
+          sent = e.id;
+          await stream.writeSSE({ id: String(e.id), event: 'grove', data: JSON.stringify(e) });
+        }
+        const woke = await new Promise<boolean>((resolve) => {
+          const t = setTimeout(() => resolve(false), 15_000);
+          wake = () => {
+            clearTimeout(t);
+            resolve(true);
+          };
+        });
+        // A comment line keeps proxies and browsers from timing the stream out.
+        if (!woke && !stream.aborted) await stream.write(': ping\n\n');
+      }
+      off();
+    });
   });
 
   return app;

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError, type Workspace } from '@grove/contracts';
+import { GroveError, type GroveEvent, type Workspace } from '@grove/contracts';
 import { createGroveServer, type GroveServer } from './server.ts';
 
 // Handlers tested in memory: a small in-memory Grove (the registry logic itself is tested in
@@ -25,6 +25,11 @@ const registry = new Map<string, Workspace>([
   ['demo~off', ws('demo~off', 'stopped')],
 ]);
 const forks: unknown[] = [];
+const listeners = new Set<(e: GroveEvent) => void>();
+const history: GroveEvent[] = [
+  { id: 1, slug: 'demo', type: 'workspace.reserved', data: {}, at: new Date().toISOString() },
+  { id: 2, slug: 'demo', type: 'workspace.registered', data: {}, at: new Date().toISOString() },
+];
 
 const grove: Grove = {
   reconcile: async () => {},
@@ -45,8 +50,11 @@ const grove: Grove = {
   stop: async (slug) => ws(slug, 'stopped'),
   start: async (slug) => ws(slug, 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
-  events: async () => [],
-  onEvent: () => () => {},
+  events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
+  onEvent: (l) => {
+    listeners.add(l);
+    return () => listeners.delete(l);
+  },
   socketFor: async (slug) => {
     const w = registry.get(slug);
     if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
@@ -223,5 +231,43 @@ describe('proxy', () => {
   it('proxies WebSocket upgrades', async () => {
     const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, auth);
     expect(res.first).toBe('hello /stream');
+  });
+});
+
+describe('live events (SSE)', () => {
+  it('streams lifecycle events as they happen, filtered by slug, and replays after Last-Event-ID', async () => {
+    const ctrl = new AbortController();
+    const r = await fetch(`${base}/api/events/stream?slug=demo~live`, { headers: { ...auth, 'last-event-id': '0' }, signal: ctrl.signal });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toMatch(/text\/event-stream/);
+    const reader = r.body!.getReader();
+    let text = '';
+    const until = async (pred: () => boolean) => {
+      while (!pred()) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += new TextDecoder().decode(value);
+      }
+    };
+    await new Promise((res) => setTimeout(res, 50));
+    for (const l of listeners) l({ id: 7, slug: 'demo~other', type: 'workspace.reserved', data: {}, at: '' });
+    for (const l of listeners) l({ id: 8, slug: 'demo~live', type: 'sandbox.started', data: { ms: 5 }, at: '' });
+    await until(() => text.includes('sandbox.started'));
+    expect(text).toContain('id: 8');
+    expect(text).not.toContain('demo~other');
+    ctrl.abort();
+
+    const replay = new AbortController();
+    const r2 = await fetch(`${base}/api/events/stream?slug=demo`, { headers: { ...auth, 'last-event-id': '1' }, signal: replay.signal });
+    const reader2 = r2.body!.getReader();
+    let text2 = '';
+    while (!text2.includes('workspace.registered')) text2 += new TextDecoder().decode((await reader2.read()).value);
+    expect(text2).toContain('id: 2');
+    expect(text2).not.toContain('id: 1\n');
+    replay.abort();
+  });
+
+  it('refuses the stream without a token', async () => {
+    expect((await fetch(`${base}/api/events/stream`)).status).toBe(401);
   });
 });
