@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import {
   backendHealthSchema,
   backendStatusSchema,
+  cancelTurnResponseSchema,
   errorBodySchema,
   postMessageResponseSchema,
   threadLineSchema,
@@ -285,6 +286,68 @@ describe('scripted commands through the backend', () => {
     const { lines } = await runTurn(t, client, 'x');
     expect(lines.map((l) => l.kind)).toEqual(['user', 'error', 'turn_end']);
     expect(lines[1]).toMatchObject({ message: expect.stringMatching(/may not append a turn_end line/) });
+  });
+});
+
+describe('POST /turn/cancel', () => {
+  it('aborts the running turn: 202 {turn}, turn_end cancelled, no assistant line, and the next message runs', async () => {
+    const t = await start();
+    const client = await connect(t);
+    // 8 s in 32 chunks: the first delta comes after 250 ms, the turn would end long after the cancel.
+    expect((await postMessage(t.socketPath, 'sleep 8000')).status).toBe(202);
+    await client.waitFor((f) => f.type === 'delta');
+    const started = Date.now();
+    const res = await http(t.socketPath, { method: 'POST', path: '/turn/cancel' });
+    expect(res.status, res.text).toBe(202);
+    expect(cancelTurnResponseSchema.parse(res.json)).toEqual({ turn: 'turn-1' });
+    // A second click while it winds down is not an error.
+    const again = await http(t.socketPath, { method: 'POST', path: '/turn/cancel' });
+    expect([202, 409]).toContain(again.status);
+    await client.waitForTurnEnd('turn-1');
+    expect(Date.now() - started).toBeLessThan(2000);
+
+    const lines = (await thread(t)).filter((l) => l.turn === 'turn-1');
+    expect(lines.map((l) => l.kind)).toEqual(['user', 'turn_end']);
+    expect(lines[1]).toMatchObject({ status: 'cancelled' });
+    expect(backendStatusSchema.parse((await http(t.socketPath, { path: '/status' })).json)).toMatchObject({ busy: false, currentTurn: null });
+    const { lines: next } = await runTurn(t, client, 'after the stop');
+    expect(next.map((l) => l.kind)).toEqual(['user', 'assistant', 'turn_end']);
+  });
+
+  it('hands the abort to the provider through its AbortSignal', async () => {
+    let seen: unknown = null;
+    const waiting: Provider = {
+      name: 'scripted',
+      runTurn: (_text, ctx) =>
+        new Promise((_resolve, reject) => {
+          ctx.emitDelta('thinking');
+          ctx.signal.addEventListener('abort', () => {
+            seen = ctx.signal.reason;
+            reject(new Error('aborted'));
+          });
+        }),
+    };
+    const t = await start({ provider: waiting });
+    const client = await connect(t);
+    expect((await postMessage(t.socketPath, 'x')).status).toBe(202);
+    await client.waitFor((f) => f.type === 'delta');
+    expect((await http(t.socketPath, { method: 'POST', path: '/turn/cancel' })).status).toBe(202);
+    await client.waitForTurnEnd('turn-1');
+    expect(seen).toMatchObject({ code: 'invalid_state', message: 'the turn was cancelled' });
+    // Cancelled, not failed: no error line is written for an abort the user asked for.
+    expect((await thread(t)).map((l) => l.kind)).toEqual(['user', 'turn_end']);
+  });
+
+  it('answers 409 invalid_state when no turn runs', async () => {
+    const t = await start();
+    const client = await connect(t);
+    const idle = await http(t.socketPath, { method: 'POST', path: '/turn/cancel' });
+    expect(idle.status).toBe(409);
+    expect(errorBodySchema.parse(idle.json)).toMatchObject({ code: 'invalid_state' });
+    await runTurn(t, client, 'quick');
+    const after = await http(t.socketPath, { method: 'POST', path: '/turn/cancel' });
+    expect(after.status).toBe(409);
+    expect(errorBodySchema.parse(after.json)).toMatchObject({ code: 'invalid_state', message: 'no turn is running in this workspace' });
   });
 });
 

@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GroveError, parseOrThrow, postMessageRequestSchema } from '@grove/contracts';
-import type { BackendHealth, BackendStatus, PostMessageResponse, ThreadLine, ThreadResponse } from '@grove/contracts';
+import type { BackendHealth, BackendStatus, CancelTurnResponse, PostMessageResponse, ThreadLine, ThreadResponse } from '@grove/contracts';
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './http.ts';
 import { silentLogger } from './logger.ts';
 import type { Logger } from './logger.ts';
@@ -119,6 +119,19 @@ export function createBackend(options: BackendOptions): Backend {
       if (closing) logger.warn({ turn }, 'accepted a message during shutdown; its turn will not run');
       else startTurn({ turn, turnNumber, text: body.text });
       sendJson(res, 202, { turn, seq: userLine.seq } satisfies PostMessageResponse);
+    },
+    // The stop button: aborts the running turn through the provider's AbortSignal. The turn's own
+    // run() then appends turn_end 'cancelled', exactly as close() does, so clients see one path.
+    'POST /turn/cancel': (req, res) => {
+      req.resume(); // no body is expected; drain any so the connection can be reused
+      const turn = running;
+      if (closing || turn === null || busyTurn !== turn.turn) throw new GroveError('invalid_state', 'no turn is running in this workspace');
+      // A second click while the turn winds down is the same request, not an error.
+      if (!turn.controller.signal.aborted) {
+        logger.info({ turn: turn.turn }, 'turn cancel requested');
+        turn.controller.abort(new GroveError('invalid_state', 'the turn was cancelled'));
+      }
+      sendJson(res, 202, { turn: turn.turn } satisfies CancelTurnResponse);
     },
   };
 

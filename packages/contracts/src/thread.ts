@@ -25,6 +25,10 @@ export type PostMessageRequest = z.infer<typeof postMessageRequestSchema>;
 export const postMessageResponseSchema = z.object({ turn: z.string(), seq: z.number().int() });
 export type PostMessageResponse = z.infer<typeof postMessageResponseSchema>;
 
+/** 202 from POST /turn/cancel: the turn being stopped (its turn_end 'cancelled' follows on the stream). */
+export const cancelTurnResponseSchema = z.object({ turn: z.string() });
+export type CancelTurnResponse = z.infer<typeof cancelTurnResponseSchema>;
+
 export const threadResponseSchema = z.object({ lines: z.array(threadLineSchema) });
 export type ThreadResponse = z.infer<typeof threadResponseSchema>;
 
