@@ -3,34 +3,24 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { listWorkspacesResponseSchema } from '@grove/contracts';
-import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { TOKEN, useServer } from './harness.ts';
+
+const fx = useServer('cli', { GROVE_MAX_RUNNING: '2' });
 
 const exec = promisify(execFile);
 const bin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../apps/cli/bin/grove.mjs');
-const home = makeHome('cli');
-let s: RunningServer;
 
 async function grove(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
-    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, GROVE_URL: s.base, GROVE_TOKEN: TOKEN } });
+    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN } });
     return { code: 0, ...r };
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
   }
 }
-
-beforeAll(async () => {
-  s = await startServer({ home, env: { GROVE_MAX_RUNNING: '2' } });
-  await waitRunning(s, 'demo');
-});
-
-afterAll(async () => {
-  await s?.stop();
-  cleanup(home);
-});
 
 describe('grove CLI', () => {
   it('forks with progress, lists as a table and as JSON, stops and removes', async () => {
@@ -65,7 +55,7 @@ describe('grove CLI', () => {
     const help = await grove('--help');
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Exit codes');
-    const denied = await exec(process.execPath, [bin, 'ls'], { env: { ...process.env, GROVE_URL: s.base, GROVE_TOKEN: 'wrong-token-wrong-token' } }).catch((e: { code: number }) => e);
+    const denied = await exec(process.execPath, [bin, 'ls'], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: 'wrong-token-wrong-token' } }).catch((e: { code: number }) => e);
     expect((denied as { code: number }).code).toBe(6);
   });
 });

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll } from 'vitest';
 import { WebSocket } from 'ws';
 import type { StreamFrame, Workspace } from '@grove/contracts';
 
@@ -182,5 +183,29 @@ export function openStream(s: RunningServer, slug: string): { frames: StreamFram
       });
     },
     close: () => sock.close(),
+  };
+}
+
+/**
+ * The usual test-file fixture: a fresh home, the real server started before the tests with the
+ * demo project's default workspace running, stopped and cleaned up after them.
+ */
+export function useServer(prefix: string, env: Record<string, string> = {}): { readonly s: RunningServer; readonly home: string } {
+  const home = makeHome(prefix);
+  let server: RunningServer | undefined;
+  beforeAll(async () => {
+    server = await startServer({ home, env });
+    await waitRunning(server, 'demo');
+  });
+  afterAll(async () => {
+    await server?.stop();
+    cleanup(home);
+  });
+  return {
+    home,
+    get s() {
+      if (!server) throw new Error('server not started yet');
+      return server;
+    },
   };
 }

@@ -1,43 +1,32 @@
 // The core journey against the real stack: fork, talk, stop, reopen, tear down; and two at once.
 import fs from 'node:fs';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
-import { cleanup, containerOf, git, makeHome, openStream, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { containerOf, git, openStream, useServer } from './harness.ts';
 
-let s: RunningServer;
-const home = makeHome('life');
-
-beforeAll(async () => {
-  s = await startServer({ home });
-  await waitRunning(s, 'demo');
-});
-
-afterAll(async () => {
-  await s?.stop();
-  cleanup(home);
-});
+const fx = useServer('life');
 
 async function send(slug: string, text: string) {
-  return s.api<{ turn: string; seq: number }>('POST', `/w/${slug}/messages`, { text });
+  return fx.s.api<{ turn: string; seq: number }>('POST', `/w/${slug}/messages`, { text });
 }
 
 async function thread(slug: string): Promise<ThreadLine[]> {
-  const r = await s.api<{ lines: ThreadLine[] }>('GET', `/w/${slug}/thread`);
+  const r = await fx.s.api<{ lines: ThreadLine[] }>('GET', `/w/${slug}/thread`);
   expect(r.status).toBe(200);
   return r.body.lines;
 }
 
 describe('workspace lifecycle', () => {
   it('forks, streams a reply through the proxy, survives stop/start and tears down keeping the branch', async () => {
-    const fork = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'feat-a' });
+    const fork = await fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'feat-a' });
     expect(fork.status).toBe(201);
     const ws = fork.body.workspace;
     expect(ws).toMatchObject({ slug: 'demo~feat-a', state: 'running', branch: 'grove/feat-a' });
-    const worktree = path.join(home, 'worktrees', 'demo', 'feat-a');
+    const worktree = path.join(fx.home, 'worktrees', 'demo', 'feat-a');
     expect(fs.existsSync(path.join(worktree, 'README.md'))).toBe(true);
 
-    const stream = openStream(s, ws.slug);
+    const stream = openStream(fx.s, ws.slug);
     await stream.ready;
     const sent = await send(ws.slug, 'hello grove');
     expect(sent.status).toBe(202);
@@ -54,28 +43,28 @@ describe('workspace lifecycle', () => {
     const before = await thread(ws.slug);
     expect(before.map((l) => l.kind)).toEqual(['user', 'assistant', 'turn_end']);
 
-    const stopped = await s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/stop`);
+    const stopped = await fx.s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/stop`);
     expect(stopped.body.workspace.state).toBe('stopped');
-    const refused = await s.api<{ code: string; message: string }>('GET', `/w/${ws.slug}/thread`);
+    const refused = await fx.s.api<{ code: string; message: string }>('GET', `/w/${ws.slug}/thread`);
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe('workspace_stopped');
     expect(refused.body.message).toMatch(/start/);
 
-    const started = await s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/start`);
+    const started = await fx.s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/start`);
     expect(started.body.workspace.state).toBe('running');
     expect(await thread(ws.slug)).toEqual(before);
 
-    const gone = await s.api<{ workspace: Workspace }>('DELETE', `/api/workspaces/${ws.slug}`);
+    const gone = await fx.s.api<{ workspace: Workspace }>('DELETE', `/api/workspaces/${ws.slug}`);
     expect(gone.status).toBe(200);
     expect(gone.body.workspace.state).toBe('gone');
-    expect(containerOf(s.instance, ws.slug)).toBeUndefined();
+    expect(containerOf(fx.s.instance, ws.slug)).toBeUndefined();
     expect(fs.existsSync(worktree)).toBe(false);
-    const repo = path.join(home, 'repos', 'demo');
+    const repo = path.join(fx.home, 'repos', 'demo');
     expect(git(repo, 'branch', '--list', 'grove/feat-a')).toContain('grove/feat-a');
     expect(git(repo, 'worktree', 'list')).not.toContain('feat-a');
-    expect((await s.api('GET', `/w/${ws.slug}/thread`)).status).toBe(404);
+    expect((await fx.s.api('GET', `/w/${ws.slug}/thread`)).status).toBe(404);
 
-    const ev = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${ws.slug}`);
+    const ev = await fx.s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${ws.slug}`);
     const types = ev.body.events.map((e) => e.type);
     for (const t of ['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered', 'workspace.stopped', 'workspace.started', 'workspace.cleaned']) {
       expect(types).toContain(t);
@@ -84,12 +73,12 @@ describe('workspace lifecycle', () => {
 
   it('runs two workspaces at once, each with only its own files and thread', async () => {
     const [a, b] = await Promise.all([
-      s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'two-a' }),
-      s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'two-b' }),
+      fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'two-a' }),
+      fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'two-b' }),
     ]);
     expect([a.status, b.status]).toEqual([201, 201]);
-    const sa = openStream(s, 'demo~two-a');
-    const sb = openStream(s, 'demo~two-b');
+    const sa = openStream(fx.s, 'demo~two-a');
+    const sb = openStream(fx.s, 'demo~two-b');
     await Promise.all([sa.ready, sb.ready]);
     const [ta, tb] = await Promise.all([send('demo~two-a', 'write only-a.txt from A'), send('demo~two-b', 'write only-b.txt from B')]);
     await Promise.all([
@@ -98,8 +87,8 @@ describe('workspace lifecycle', () => {
     ]);
     sa.close();
     sb.close();
-    const wa = path.join(home, 'worktrees', 'demo', 'two-a');
-    const wb = path.join(home, 'worktrees', 'demo', 'two-b');
+    const wa = path.join(fx.home, 'worktrees', 'demo', 'two-a');
+    const wb = path.join(fx.home, 'worktrees', 'demo', 'two-b');
     expect(fs.readFileSync(path.join(wa, 'only-a.txt'), 'utf8')).toBe('from A');
     expect(fs.existsSync(path.join(wa, 'only-b.txt'))).toBe(false);
     expect(fs.readFileSync(path.join(wb, 'only-b.txt'), 'utf8')).toBe('from B');
@@ -109,11 +98,11 @@ describe('workspace lifecycle', () => {
     expect(JSON.stringify(la)).not.toContain('only-b.txt');
     expect(JSON.stringify(lb)).toContain('only-b.txt');
     expect(JSON.stringify(lb)).not.toContain('only-a.txt');
-    await Promise.all([s.api('DELETE', '/api/workspaces/demo~two-a'), s.api('DELETE', '/api/workspaces/demo~two-b')]);
+    await Promise.all([fx.s.api('DELETE', '/api/workspaces/demo~two-a'), fx.s.api('DELETE', '/api/workspaces/demo~two-b')]);
   });
 
   it('answers 404 for an unknown slug through the proxy and the API', async () => {
-    expect((await s.api('GET', '/w/demo~nobody/health')).status).toBe(404);
-    expect((await s.api('POST', '/api/workspaces/demo~nobody/stop')).status).toBe(404);
+    expect((await fx.s.api('GET', '/w/demo~nobody/health')).status).toBe(404);
+    expect((await fx.s.api('POST', '/api/workspaces/demo~nobody/stop')).status).toBe(404);
   });
 });
