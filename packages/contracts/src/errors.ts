@@ -18,6 +18,12 @@ export const ERROR_STATUS = {
   spawn_failed: 500,
   docker_unavailable: 503,
   backend_unavailable: 502,
+  /** The egress gate refused a connection (policy, address class, invalid target). */
+  egress_denied: 403,
+  /** The egress gate has as many open tunnels as the workspace may hold. */
+  egress_limit: 429,
+  /** The egress gate allowed a connection but could not resolve or reach the upstream. */
+  egress_upstream: 502,
   internal: 500,
 } as const;
 

@@ -3,3 +3,4 @@ export * from './names.ts';
 export * from './errors.ts';
 export * from './workspace.ts';
 export * from './thread.ts';
+export * from './egress.ts';

@@ -50,6 +50,8 @@ export const eventTypeSchema = z.enum([
   'egress.allowed',
 ]);
 export type EventType = z.infer<typeof eventTypeSchema>;
+  /** The workspace's egress policy was changed through the API. */
+  'egress.policy',
 
 export const eventSchema = z.object({
   id: z.number().int(),

@@ -1,0 +1,276 @@
+// The gate in process: the whole SSRF corpus over its Unix socket, plus limits, timeouts and live policy.
+// Only loopback is ever contacted: the connector below refuses (and records) any other address, so
+// even a gate bug could not send a packet elsewhere.
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import { Socket, connect as netConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { egressDecisionSchema, egressPolicySchema } from '@grove/contracts';
+import type { EgressDecision } from '@grove/contracts';
+import { isLoopback, parseIp } from './address.ts';
+import { loadCorpus } from './corpus.ts';
+import type { Corpus } from './corpus.ts';
+import { createGate } from './gate.ts';
+import type { ConnectTarget, Connector, Gate, GateOptions } from './gate.ts';
+import { parseResponse, probeCases, runProbeOnHost } from './probe.ts';
+import type { ProbeCase } from './probe.ts';
+import { staticResolver } from './resolver.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'grove-egress-'));
+let upstream: Server;
+let upPort = 0;
+let upstreamConnections = 0;
+let corpus: Corpus;
+const gates: Gate[] = [];
+
+/** Connects only to loopback; anything else is recorded as a violation and refused without a packet. */
+function guardedConnector(log: ConnectTarget[], violations: ConnectTarget[]): Connector {
+  return (t) => {
+    log.push(t);
+    const ip = parseIp(t.address);
+    if (!ip || !isLoopback(ip)) {
+      violations.push(t);
+      throw new Error(`test connector refused non-loopback ${t.address}`);
+    }
+    return netConnect({ host: t.address, port: t.port });
+  };
+}
+
+interface Harness {
+  gate: Gate;
+  socketPath: string;
+  decisions: EgressDecision[];
+  connects: ConnectTarget[];
+  violations: ConnectTarget[];
+  resolved: string[];
+}
+
+let n = 0;
+async function startGate(over: Partial<GateOptions> = {}): Promise<Harness> {
+  const socketPath = join(dir, `egress-${++n}.sock`);
+  const h: Harness = { gate: undefined as unknown as Gate, socketPath, decisions: [], connects: [], violations: [], resolved: [] };
+  h.gate = createGate({
+    slug: 'demo~t',
+    socketPath,
+    policy: corpus.policy,
+    audit: (d) => h.decisions.push(d),
+    resolver: staticResolver(corpus.resolver, h.resolved),
+    connect: guardedConnector(h.connects, h.violations),
+    ...over,
+  });
+  await h.gate.listen();
+  gates.push(h.gate);
+  return h;
+}
+
+async function until(cond: () => boolean, ms = 5_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/** A raw client that keeps its socket open: for tunnels that must stay up while the test does something else. */
+function openTunnel(socketPath: string, target: string): Promise<{ socket: Socket; head: string }> {
+  return new Promise((resolve, reject) => {
+    const s = netConnect(socketPath);
+    let buf = '';
+    s.on('connect', () => s.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`));
+    s.on('error', reject);
+    s.on('data', function onData(d: Buffer) {
+      buf += d.toString('latin1');
+      if (!buf.includes('\r\n\r\n')) return;
+      s.off('data', onData);
+      resolve({ socket: s, head: buf });
+    });
+  });
+}
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/plain', 'x-upstream': 'yes' });
+      res.end(`upstream-ok ${req.method} ${req.url} host=${req.headers.host ?? ''} body=${body}`);
+    });
+  });
+  upstream.on('connection', () => upstreamConnections++);
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const addr = upstream.address();
+  upPort = typeof addr === 'object' && addr ? addr.port : 0;
+  corpus = loadCorpus(upPort);
+});
+
+afterEach(async () => {
+  await Promise.all(gates.splice(0).map((g) => g.close()));
+});
+
+afterAll(async () => {
+  await new Promise((r) => upstream.close(r));
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the SSRF corpus, in process', () => {
+  it('has at least 40 denied cases, each naming its rule', () => {
+    const denied = corpus.cases.filter((c) => c.expect === 'deny');
+    expect(denied.length).toBeGreaterThanOrEqual(40);
+    expect(new Set(corpus.cases.map((c) => c.id)).size).toBe(corpus.cases.length);
+  });
+
+  it('denies every deny case before connecting, audits every case, and lets every allow case reach the upstream', async () => {
+    const h = await startGate();
+    const before = upstreamConnections;
+    const results = await runProbeOnHost({ path: h.socketPath }, probeCases(corpus.cases));
+    expect(results).toHaveLength(corpus.cases.length);
+    // The probe runs cases one after another and the gate audits each exactly once, in order.
+    await until(() => h.decisions.length === corpus.cases.length);
+    const allowed = corpus.cases.filter((c) => c.expect === 'allow');
+
+    corpus.cases.forEach((c, i) => {
+      const r = results[i];
+      const d = h.decisions[i];
+      const res = parseResponse(r?.text ?? '');
+      const where = `${c.id}: ${r?.text.slice(0, 300)} ${r?.err ?? ''}`;
+      expect(egressDecisionSchema.safeParse(d).success, where).toBe(true);
+      if (c.expect === 'deny') {
+        expect(res.status, where).toBe(c.status ?? 403);
+        const body = JSON.parse(res.body) as { code: string; rule: string; message: string };
+        expect(body.rule, where).toBe(c.rule);
+        expect(body.message, where).toContain(`rule: ${c.rule}`);
+        expect(d).toMatchObject({ decision: 'deny', rule: c.rule, bytesIn: 0, bytesOut: 0 });
+      } else {
+        expect(res.responses.at(-1)?.status, where).toBe(200);
+        expect(res.body, where).toMatch(/^upstream-ok /);
+        expect(d).toMatchObject({ decision: 'allow', rule: c.rule, address: '127.0.0.1', port: upPort, status: 200 });
+        expect(d?.bytesIn, where).toBeGreaterThan(0);
+        expect(d?.bytesOut, where).toBeGreaterThan(0);
+      }
+    });
+
+    // Only the allowed cases ever opened a connection, all of them to the test upstream.
+    expect(h.violations).toEqual([]);
+    expect(h.connects).toHaveLength(allowed.length);
+    expect(h.connects.every((t) => t.address === '127.0.0.1' && t.port === upPort)).toBe(true);
+    expect(upstreamConnections - before).toBe(allowed.length);
+    // Names outside the policy are never even resolved.
+    expect(h.resolved).not.toContain('evil.test');
+    expect(h.resolved).not.toContain('wild.test');
+  });
+
+  it('forwards plain HTTP with the path, query and body, and strips proxy headers', async () => {
+    const h = await startGate();
+    const body = 'hello=1';
+    const text =
+      `POST http://upstream.test:${upPort}/submit?q=2 HTTP/1.1\r\nHost: upstream.test:${upPort}\r\nProxy-Authorization: Basic eDp5\r\n` +
+      `Content-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`;
+    const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'post', text }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status).toBe(200);
+    expect(res.body).toBe(`upstream-ok POST /submit?q=2 host=upstream.test:${upPort} body=${body}`);
+    expect(res.responses[0]?.head).toMatch(/x-upstream: yes/i);
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ method: 'HTTP', decision: 'allow', status: 200, address: '127.0.0.1' });
+  });
+});
+
+describe('gate limits and failures', () => {
+  it('bounds the connect time and answers 502, audited as allowed with the error', async () => {
+    // A socket that never connects stands in for a blackholed upstream.
+    const h = await startGate({ connectTimeoutMs: 300, connect: () => new Socket() });
+    const t0 = Date.now();
+    const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'slow', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }]);
+    expect(Date.now() - t0).toBeLessThan(5_000);
+    expect(parseResponse(r?.text ?? '').status).toBe(502);
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ decision: 'allow', status: 502, error: expect.stringContaining('timed out') as string });
+  });
+
+  it('bounds name resolution and answers 502 dns-failed', async () => {
+    const h = await startGate({ resolveTimeoutMs: 200, resolver: () => new Promise(() => undefined) });
+    const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'dns', text: `CONNECT upstream.test:${upPort} HTTP/1.1\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status).toBe(502);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_upstream', rule: 'dns-failed' });
+    expect(h.connects).toHaveLength(0);
+  });
+
+  it('limits concurrent tunnels per workspace', async () => {
+    const h = await startGate({ maxTunnels: 2 });
+    const a = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    const b = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    expect(a.head).toMatch(/^HTTP\/1\.1 200/);
+    expect(b.head).toMatch(/^HTTP\/1\.1 200/);
+    expect(h.gate.active()).toBe(2);
+    const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'third', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status).toBe(429);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_limit', rule: 'tunnel-limit' });
+    a.socket.destroy();
+    await until(() => h.gate.active() === 1);
+    const [again] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'fourth', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`, tunnel: 'GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' }]);
+    expect(parseResponse(again?.text ?? '').body).toMatch(/^upstream-ok/);
+    b.socket.destroy();
+  });
+
+  it('applies a new policy live: new requests and open tunnels it no longer allows', async () => {
+    const h = await startGate();
+    const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    const closed = new Promise<void>((r) => t.socket.on('close', () => r()));
+    h.gate.setPolicy(egressPolicySchema.parse({ rules: [{ host: 'upstream.test', ports: [upPort] }] }));
+    await closed;
+    await until(() => h.decisions.some((d) => d.decision === 'allow'));
+    const cases: ProbeCase[] = [{ id: 'after', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }];
+    const [r] = await runProbeOnHost({ path: h.socketPath }, cases);
+    expect(JSON.parse(parseResponse(r?.text ?? '').body)).toMatchObject({ rule: 'blocked-address:loopback' });
+    expect(h.gate.policy().rules).toHaveLength(1);
+  });
+
+  it('close() cuts open tunnels (each still audited) and removes the socket', async () => {
+    const h = await startGate();
+    const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    const closed = new Promise<void>((r) => t.socket.on('close', () => r()));
+    await h.gate.close();
+    await closed;
+    expect(h.decisions.filter((d) => d.decision === 'allow')).toHaveLength(1);
+    expect(() => statSync(h.socketPath)).toThrow();
+    await h.gate.close(); // idempotent
+  });
+
+  it('replaces a stale socket file, and lets the sandbox uid connect', async () => {
+    const h = await startGate();
+    await h.gate.close();
+    // A leftover socket from a crashed server: the next listen takes it over.
+    const stale = createServer();
+    await new Promise<void>((r) => stale.listen(h.socketPath, r));
+    stale.close();
+    const g = createGate({ slug: 'demo~t', socketPath: h.socketPath, policy: corpus.policy, audit: () => undefined, socketOwner: { uid: 1000, gid: 1000 } });
+    gates.push(g);
+    await g.listen();
+    const st = statSync(h.socketPath);
+    expect(st.isSocket()).toBe(true);
+    if (process.getuid?.() === 0) {
+      expect(st.uid).toBe(1000);
+      expect(st.mode & 0o777).toBe(0o660);
+    } else {
+      expect(st.mode & 0o777).toBe(0o666);
+    }
+  });
+
+  it('survives an audit callback that throws', async () => {
+    const errors: string[] = [];
+    const h = await startGate({
+      audit: () => {
+        throw new Error('db is down');
+      },
+      onError: (_e, ctx) => errors.push(ctx),
+    });
+    const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'x', text: 'CONNECT 10.0.0.1:80 HTTP/1.1\r\n\r\n' }]);
+    expect(parseResponse(r?.text ?? '').status).toBe(403);
+    expect(errors).toEqual(['audit callback threw']);
+  });
+});

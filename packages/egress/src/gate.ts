@@ -1,0 +1,661 @@
+/**
+ * The egress gate of one workspace: an HTTP proxy on a Unix socket (CONNECT tunnels and plain-HTTP
+ * forwarding) that decides on the host. Order of a decision, cheapest and safest first:
+ *   1. parse the target; invalid or ambiguous hosts are refused;
+ *   2. IP literals (any notation, normalized) are allowed only when a rule names the address, or the
+ *      address is public and an IP rule names it; hostnames must match a rule *before* anything is
+ *      resolved (so a sandbox cannot use DNS lookups of arbitrary names as a channel);
+ *   3. the name is resolved here, and every address it resolves to must be public or named by a rule;
+ *   4. the connection goes to an address checked in step 3 (never a second lookup, so DNS rebinding
+ *      cannot swap it), within a bounded connect timeout and a per-workspace tunnel limit.
+ * Every decision, allowed or denied, reaches the audit callback once (allowed ones when they close,
+ * with bytes each way).
+ */
+import { chmod, chown, lstat, unlink } from 'node:fs/promises';
+import { createServer, request as httpRequest } from 'node:http';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http';
+import { connect as netConnect } from 'node:net';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { EgressDecision, EgressPolicy, ErrorCode } from '@grove/contracts';
+import { classify, hostPort, parseHost, parseIp, unmap } from './address.ts';
+import type { Ip, ParsedHost } from './address.ts';
+import { matchAddress, matchName, ruleText } from './policy.ts';
+import { systemResolver } from './resolver.ts';
+import type { Resolver } from './resolver.ts';
+
+export interface ConnectTarget {
+  address: string;
+  family: 4 | 6;
+  port: number;
+}
+
+/** Opens the upstream connection to an already-checked address. Tests inject one that refuses anything but loopback. */
+export type Connector = (target: ConnectTarget) => Socket;
+
+export type AuditSink = (decision: EgressDecision) => void;
+
+export interface GateOptions {
+  slug: string;
+  /** Where to listen: <home>/run/<slug>/egress.sock, seen in the sandbox as /run/grove/egress.sock. */
+  socketPath: string;
+  policy: EgressPolicy;
+  /** Called once per decision; must not throw (errors are swallowed and reported to onError). */
+  audit: AuditSink;
+  resolver?: Resolver;
+  connect?: Connector;
+  /** Bound on resolving a name. Default 5 s. */
+  resolveTimeoutMs?: number;
+  /** Bound on establishing the upstream TCP connection. Default 10 s. */
+  connectTimeoutMs?: number;
+  /** Open tunnels plus in-flight forwarded requests at once. Default 64. */
+  maxTunnels?: number;
+  /** A tunnel or forwarded request idle this long is closed. Default 10 min (streams from model APIs idle for a while). */
+  idleTimeoutMs?: number;
+  /** How long a client may take to send a request head. Default 10 s. */
+  headersTimeoutMs?: number;
+  /**
+   * The sandbox user that must be able to connect. When the gate may chown (root), the socket becomes
+   * owner:group 0660; otherwise it is 0666 and the run directory (mounted only into this workspace's
+   * container) is what keeps others out.
+   */
+  socketOwner?: { uid: number; gid: number };
+  onError?: (err: unknown, context: string) => void;
+}
+
+export interface Gate {
+  readonly slug: string;
+  readonly socketPath: string;
+  listen(): Promise<void>;
+  /** Stops accepting and cuts every open tunnel (each still produces its audit record). Idempotent. */
+  close(): Promise<void>;
+  policy(): EgressPolicy;
+  /** Applies at once: new requests see the new policy, and open tunnels it no longer allows are closed. */
+  setPolicy(policy: EgressPolicy): void;
+  /** Open tunnels and in-flight forwarded requests. */
+  active(): number;
+}
+
+type Allow = { allow: true; addresses: Ip[]; rule: string; reason: string };
+type Deny = { allow: false; status: number; code: ErrorCode; rule: string; reason: string; address: string | null };
+type Verdict = Allow | Deny;
+
+interface Tunnel {
+  host: ParsedHost;
+  port: number;
+  address: string;
+  kill(): void;
+}
+
+const DEFAULTS = { resolveTimeoutMs: 5_000, connectTimeoutMs: 10_000, maxTunnels: 64, idleTimeoutMs: 600_000, headersTimeoutMs: 10_000 };
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+function deny(status: number, rule: string, reason: string, address: string | null = null): Deny {
+  const code: ErrorCode = status === 429 ? 'egress_limit' : status === 502 ? 'egress_upstream' : 'egress_denied';
+  return { allow: false, status, code, rule, reason, address };
+}
+
+function messageOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(t);
+        reject(e instanceof Error ? e : new Error(String(e)));
+      },
+    );
+  });
+}
+
+/** `host:port` (CONNECT target, absolute-URL authority, Host header) -> host and port, or why not. */
+export function splitAuthority(authority: string, defaultPort: number | null): { host: string; port: number } | { error: string } {
+  if (authority.includes('@')) return { error: 'credentials in the target are not allowed' };
+  let host: string;
+  let portText: string | null;
+  if (authority.startsWith('[')) {
+    const end = authority.indexOf(']');
+    if (end < 0) return { error: 'unterminated IPv6 literal' };
+    host = authority.slice(0, end + 1);
+    const rest = authority.slice(end + 1);
+    if (rest === '') portText = null;
+    else if (rest.startsWith(':')) portText = rest.slice(1);
+    else return { error: `unexpected "${rest}" after the IPv6 literal` };
+  } else {
+    const i = authority.lastIndexOf(':');
+    host = i < 0 ? authority : authority.slice(0, i);
+    portText = i < 0 ? null : authority.slice(i + 1);
+    if (host.includes(':')) return { error: 'IPv6 addresses must be written in brackets' };
+  }
+  if (host === '') return { error: 'the target has no host' };
+  if (portText === null) {
+    if (defaultPort === null) return { error: 'the target has no port (CONNECT needs host:port)' };
+    return { host, port: defaultPort };
+  }
+  if (!/^\d{1,5}$/.test(portText)) return { error: `"${portText}" is not a port` };
+  const port = Number(portText);
+  if (port < 1 || port > 65535) return { error: `port ${port} is outside 1-65535` };
+  return { host, port };
+}
+
+/** One comparable key per host: the canonical address for IP literals (any notation), the lowercased name otherwise. */
+function hostKey(h: ParsedHost, raw: string): string {
+  if (h.kind === 'ip') return unmap(h.ip).text;
+  if (h.kind === 'name') return h.name;
+  return `invalid:${raw}`;
+}
+
+function denyBody(d: Deny, host: string, port: number): string {
+  return JSON.stringify({ code: d.code, message: `grove egress: ${d.reason} (rule: ${d.rule})`, rule: d.rule, host, port });
+}
+
+function forwardHeaders(h: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const listed = new Set(
+    String(h.connection ?? '')
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+  const out: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || HOP_BY_HOP.has(k) || listed.has(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+function responseHeaders(raw: string[]): string[] {
+  const listed = new Set<string>();
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]?.toLowerCase() === 'connection') for (const t of (raw[i + 1] ?? '').split(',')) listed.add(t.trim().toLowerCase());
+  }
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const k = raw[i] ?? '';
+    const lower = k.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || listed.has(lower)) continue;
+    out.push(k, raw[i + 1] ?? '');
+  }
+  return out;
+}
+
+class GateImpl implements Gate {
+  readonly slug: string;
+  readonly socketPath: string;
+  private current: EgressPolicy;
+  private readonly server: Server;
+  private readonly resolver: Resolver;
+  private readonly connector: Connector;
+  private readonly o: typeof DEFAULTS;
+  private readonly clients = new Set<Duplex>();
+  private readonly tunnels = new Set<Tunnel>();
+  private inUse = 0;
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly opts: GateOptions) {
+    this.slug = opts.slug;
+    this.socketPath = opts.socketPath;
+    this.current = opts.policy;
+    this.resolver = opts.resolver ?? systemResolver;
+    this.connector = opts.connect ?? ((t) => netConnect({ host: t.address, port: t.port, family: t.family }));
+    this.o = {
+      resolveTimeoutMs: opts.resolveTimeoutMs ?? DEFAULTS.resolveTimeoutMs,
+      connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+      maxTunnels: opts.maxTunnels ?? DEFAULTS.maxTunnels,
+      idleTimeoutMs: opts.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
+      headersTimeoutMs: opts.headersTimeoutMs ?? DEFAULTS.headersTimeoutMs,
+    };
+    this.server = createServer();
+    this.server.headersTimeout = this.o.headersTimeoutMs;
+    // Plain-HTTP bodies may stream for long; the idle timeout below bounds a stalled one instead.
+    this.server.requestTimeout = 0;
+    this.server.timeout = this.o.idleTimeoutMs;
+    // Idle client connections cost a file descriptor each: bound them too.
+    this.server.maxConnections = this.o.maxTunnels * 2 + 16;
+    this.server.on('connection', (s: Socket) => {
+      this.clients.add(s);
+      s.on('close', () => this.clients.delete(s));
+    });
+    this.server.on('connect', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      socket.on('error', () => undefined);
+      this.onConnect(req, socket as Socket, head).catch((e: unknown) => this.fail(e, 'CONNECT', socket));
+    });
+    this.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      this.onRequest(req, res).catch((e: unknown) => this.fail(e, 'HTTP', res.socket));
+    });
+    this.server.on('upgrade', (req: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => undefined);
+      const d = deny(400, 'invalid-target', 'protocol upgrades through the plain-HTTP proxy are not supported; use CONNECT');
+      this.record({ method: 'HTTP', host: req.headers.host ?? '', port: 0, verdict: d, started: Date.now() });
+      this.writeRawDeny(socket, d, req.headers.host ?? '', 0);
+    });
+    this.server.on('clientError', (_err: Error, socket: Duplex) => {
+      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+      socket.destroy();
+    });
+  }
+
+  policy(): EgressPolicy {
+    return this.current;
+  }
+
+  active(): number {
+    return this.inUse;
+  }
+
+  setPolicy(policy: EgressPolicy): void {
+    this.current = policy;
+    for (const t of [...this.tunnels]) if (!this.stillAllowed(t)) t.kill();
+  }
+
+  async listen(): Promise<void> {
+    await this.removeStaleSocket();
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(this.socketPath, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const owner = this.opts.socketOwner;
+    if (owner && process.getuid?.() === 0) {
+      await chown(this.socketPath, owner.uid, owner.gid);
+      await chmod(this.socketPath, 0o660);
+    } else {
+      await chmod(this.socketPath, 0o666);
+    }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      const closed = new Promise<void>((resolve) => {
+        if (!this.server.listening) resolve();
+        else this.server.close(() => resolve());
+      });
+      for (const t of [...this.tunnels]) t.kill();
+      for (const c of [...this.clients]) c.destroy();
+      await closed;
+      await unlink(this.socketPath).catch(() => undefined);
+    })();
+    return this.closing;
+  }
+
+  // ---- decisions ----
+
+  private async decide(rawHost: string, port: number): Promise<Verdict> {
+    const h = parseHost(rawHost);
+    const policy = this.current;
+    if (h.kind === 'invalid') return deny(400, 'invalid-target', `invalid host: ${h.why}`);
+    if (h.kind === 'ip') {
+      const ip = unmap(h.ip);
+      const named = matchAddress(policy, ip.text, port);
+      if (named.ok) return { allow: true, addresses: [ip], rule: ruleText(named.rule), reason: `${ip.text} is named by a rule` };
+      const cls = classify(ip);
+      if (cls !== 'public') {
+        return deny(403, `blocked-address:${cls}`, `${rawHost} is ${ip.text}, a ${cls} address, and no rule names it on port ${port}`, ip.text);
+      }
+      if (named.deny === 'port-not-allowed' && named.rule) {
+        return deny(403, 'port-not-allowed', `rule ${ruleText(named.rule)} does not allow port ${port}`, ip.text);
+      }
+      return deny(403, 'not-in-policy', `no rule allows ${hostPort(ip.text, port)}`, ip.text);
+    }
+    const m = matchName(policy, h.name, port);
+    if (!m.ok) {
+      if (m.deny === 'port-not-allowed' && m.rule) return deny(403, 'port-not-allowed', `rule ${ruleText(m.rule)} does not allow port ${port}`);
+      return deny(403, 'not-in-policy', `no rule allows ${hostPort(h.name, port)}`);
+    }
+    let answers: string[];
+    try {
+      answers = await withTimeout(this.resolver(h.name), this.o.resolveTimeoutMs, `resolving ${h.name}`);
+    } catch (e) {
+      return deny(502, 'dns-failed', `could not resolve ${h.name}: ${messageOf(e)}`);
+    }
+    if (answers.length === 0) return deny(502, 'dns-failed', `${h.name} has no addresses`);
+    const checked: Ip[] = [];
+    // Every answer must pass: a name that resolves to a public and a private address is refused whole,
+    // whichever of them a client library would have picked.
+    for (const a of answers) {
+      const parsed = parseIp(a);
+      if (!parsed) return deny(502, 'dns-failed', `the resolver answered "${a}" for ${h.name}, which is not an address`);
+      const ip = unmap(parsed);
+      const cls = classify(ip);
+      if (cls !== 'public' && !matchAddress(policy, ip.text, port).ok) {
+        return deny(403, `blocked-address:${cls}`, `${h.name} resolves to ${ip.text}, a ${cls} address, and no rule names it on port ${port}`, ip.text);
+      }
+      checked.push(ip);
+    }
+    return { allow: true, addresses: checked, rule: ruleText(m.rule), reason: `${h.name} matches the rule` };
+  }
+
+  /** Re-check an open tunnel against the current policy (no new lookup: the address it uses is known). */
+  private stillAllowed(t: Tunnel): boolean {
+    const policy = this.current;
+    const ip = parseIp(t.address);
+    if (!ip) return false;
+    const named = matchAddress(policy, ip.text, t.port).ok;
+    // An IP literal is only ever allowed by a rule naming the address.
+    if (t.host.kind === 'ip') return named;
+    if (t.host.kind !== 'name' || !matchName(policy, t.host.name, t.port).ok) return false;
+    return classify(ip) === 'public' || named;
+  }
+
+  private reserve(): boolean {
+    if (this.inUse >= this.o.maxTunnels) return false;
+    this.inUse++;
+    return true;
+  }
+
+  /** Connect to the checked addresses in order, within one overall connect deadline. */
+  private async open(addresses: Ip[], port: number, client: Duplex): Promise<{ socket: Socket; address: string }> {
+    const deadline = Date.now() + this.o.connectTimeoutMs;
+    let lastError: unknown = new Error('no address to connect to');
+    for (const ip of addresses) {
+      const left = deadline - Date.now();
+      if (left <= 0 || client.destroyed) break;
+      try {
+        const socket = await this.connectOne({ address: ip.text, family: ip.family, port }, left, client);
+        return { socket, address: ip.text };
+      } catch (e) {
+        lastError = e;
+      }
+    }
+    if (client.destroyed) throw new Error('the client went away while connecting');
+    throw lastError;
+  }
+
+  private connectOne(target: ConnectTarget, timeoutMs: number, client: Duplex): Promise<Socket> {
+    return new Promise<Socket>((resolve, reject) => {
+      let socket: Socket;
+      try {
+        socket = this.connector(target);
+      } catch (e) {
+        reject(e instanceof Error ? e : new Error(String(e)));
+        return;
+      }
+      const done = (err?: Error): void => {
+        clearTimeout(timer);
+        socket.off('connect', onConnect);
+        socket.off('error', onError);
+        client.off('close', onClientGone);
+        if (err) {
+          socket.destroy();
+          reject(err);
+        } else {
+          resolve(socket);
+        }
+      };
+      const onConnect = (): void => done();
+      const onError = (e: Error): void => done(e);
+      const onClientGone = (): void => done(new Error('the client went away while connecting'));
+      const timer = setTimeout(() => done(new Error(`connect to ${hostPort(target.address, target.port)} timed out after ${timeoutMs} ms`)), timeoutMs);
+      socket.once('connect', onConnect);
+      socket.once('error', onError);
+      client.once('close', onClientGone);
+    });
+  }
+
+  // ---- CONNECT ----
+
+  private async onConnect(req: IncomingMessage, client: Socket, head: Buffer): Promise<void> {
+    const started = Date.now();
+    const target = splitAuthority(req.url ?? '', null);
+    if ('error' in target) {
+      const d = deny(400, 'invalid-target', `invalid CONNECT target "${req.url ?? ''}": ${target.error}`);
+      this.record({ method: 'CONNECT', host: req.url ?? '', port: 0, verdict: d, started });
+      this.writeRawDeny(client, d, req.url ?? '', 0);
+      return;
+    }
+    const { host, port } = target;
+    const verdict = await this.decide(host, port);
+    if (!verdict.allow) {
+      this.record({ method: 'CONNECT', host, port, verdict, started });
+      this.writeRawDeny(client, verdict, host, port);
+      return;
+    }
+    if (!this.reserve()) {
+      const d = deny(429, 'tunnel-limit', `this workspace already has ${this.o.maxTunnels} connections open`);
+      this.record({ method: 'CONNECT', host, port, verdict: d, started });
+      this.writeRawDeny(client, d, host, port);
+      return;
+    }
+    let upstream: { socket: Socket; address: string };
+    try {
+      upstream = await this.open(verdict.addresses, port, client);
+    } catch (e) {
+      this.inUse--;
+      const reason = messageOf(e);
+      this.record({ method: 'CONNECT', host, port, verdict, started, address: verdict.addresses[0]?.text ?? null, status: 502, error: reason });
+      const d = deny(502, verdict.rule, `allowed, but the upstream could not be reached: ${reason}`, verdict.addresses[0]?.text ?? null);
+      this.writeRawDeny(client, d, host, port);
+      return;
+    }
+    const up = upstream.socket;
+    let finished = false;
+    const tunnel: Tunnel = {
+      host: parseHost(host),
+      port,
+      address: upstream.address,
+      kill: () => {
+        client.destroy();
+        up.destroy();
+      },
+    };
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      this.inUse--;
+      this.tunnels.delete(tunnel);
+      tunnel.kill();
+      this.record({ method: 'CONNECT', host, port, verdict, started, address: upstream.address, status: 200, bytesIn: up.bytesRead, bytesOut: up.bytesWritten });
+    };
+    this.tunnels.add(tunnel);
+    up.on('error', () => undefined);
+    client.on('close', finish);
+    up.on('close', finish);
+    for (const s of [client, up]) {
+      s.setTimeout(this.o.idleTimeoutMs, () => finish());
+      s.setNoDelay(true);
+    }
+    client.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+    if (head.length > 0) up.write(head);
+    client.pipe(up);
+    up.pipe(client);
+    if (client.destroyed) finish();
+  }
+
+  // ---- plain HTTP ----
+
+  private async onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = Date.now();
+    const url = req.url ?? '';
+    const denyNow = (d: Deny, host: string, port: number): void => {
+      this.record({ method: 'HTTP', host, port, verdict: d, started });
+      this.writeHttpDeny(res, d, host, port);
+      req.resume();
+    };
+    if (!/^http:\/\//i.test(url)) {
+      const why = /^https:\/\//i.test(url)
+        ? 'https through the proxy must use CONNECT'
+        : url.startsWith('/')
+          ? 'this is a proxy: send an absolute URL (GET http://host/path) or CONNECT host:port'
+          : `unsupported request target "${url.slice(0, 100)}"`;
+      denyNow(deny(400, 'invalid-target', why), req.headers.host ?? '', 0);
+      return;
+    }
+    const rest = url.slice('http://'.length);
+    const authority = rest.split(/[/?#]/, 1)[0] ?? '';
+    let path = rest.slice(authority.length);
+    if (path === '' || path.startsWith('?')) path = `/${path}`;
+    path = path.split('#', 1)[0] ?? '/';
+    const target = splitAuthority(authority, 80);
+    if ('error' in target) {
+      denyNow(deny(400, 'invalid-target', `invalid URL authority "${authority}": ${target.error}`), authority, 0);
+      return;
+    }
+    const { host, port } = target;
+    const given = req.headers.host;
+    if (given !== undefined) {
+      // An allowed URL with a Host header naming another site would let a virtual-hosting upstream (or a
+      // CDN) serve the other site: the two must name the same host and port.
+      const hh = splitAuthority(given, 80);
+      const same = !('error' in hh) && hh.port === port && hostKey(parseHost(hh.host), hh.host) === hostKey(parseHost(host), host);
+      if (!same) {
+        denyNow(deny(403, 'host-header-mismatch', `the Host header "${given}" does not name the URL's host ${hostPort(host, port)}`), host, port);
+        return;
+      }
+    }
+    const verdict = await this.decide(host, port);
+    if (!verdict.allow) {
+      denyNow(verdict, host, port);
+      return;
+    }
+    if (!this.reserve()) {
+      denyNow(deny(429, 'tunnel-limit', `this workspace already has ${this.o.maxTunnels} connections open`), host, port);
+      return;
+    }
+    const client = req.socket;
+    let upstream: { socket: Socket; address: string };
+    try {
+      upstream = await this.open(verdict.addresses, port, client);
+    } catch (e) {
+      this.inUse--;
+      const reason = messageOf(e);
+      this.record({ method: 'HTTP', host, port, verdict, started, address: verdict.addresses[0]?.text ?? null, status: 502, error: reason });
+      this.writeHttpDeny(res, deny(502, verdict.rule, `allowed, but the upstream could not be reached: ${reason}`), host, port);
+      req.resume();
+      return;
+    }
+    const sock = upstream.socket;
+    let finished = false;
+    let status = 502;
+    let error: string | undefined;
+    const headers = forwardHeaders(req.headers);
+    headers.host = given ?? authority;
+    // One upstream connection per request keeps the accounting (and the checked address) per decision.
+    headers.connection = 'close';
+    const up = httpRequest({ createConnection: () => sock, method: req.method, path, headers, setHost: false });
+    const tunnel: Tunnel = {
+      host: parseHost(host),
+      port,
+      address: upstream.address,
+      kill: () => {
+        up.destroy();
+        sock.destroy();
+        res.destroy();
+      },
+    };
+    const finish = (): void => {
+      if (finished) return;
+      finished = true;
+      this.inUse--;
+      this.tunnels.delete(tunnel);
+      sock.destroy();
+      this.record({ method: 'HTTP', host, port, verdict, started, address: upstream.address, status, bytesIn: sock.bytesRead, bytesOut: sock.bytesWritten, error });
+    };
+    this.tunnels.add(tunnel);
+    sock.setTimeout(this.o.idleTimeoutMs, () => {
+      error = 'upstream idle timeout';
+      tunnel.kill();
+    });
+    up.on('response', (ur: IncomingMessage) => {
+      status = ur.statusCode ?? 502;
+      res.writeHead(status, ur.statusMessage, responseHeaders(ur.rawHeaders));
+      ur.pipe(res);
+      ur.on('error', () => res.destroy());
+    });
+    up.on('error', (e: Error) => {
+      error = e.message;
+      if (!res.headersSent) this.writeHttpDeny(res, deny(502, verdict.rule, `allowed, but the upstream failed: ${e.message}`), host, port);
+      else res.destroy();
+    });
+    res.on('close', finish);
+    req.pipe(up);
+  }
+
+  // ---- replies and audit ----
+
+  private writeRawDeny(socket: Duplex, d: Deny, host: string, port: number): void {
+    if (!socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const body = denyBody(d, host, port);
+    const text = d.status === 400 ? 'Bad Request' : d.status === 429 ? 'Too Many Requests' : d.status === 502 ? 'Bad Gateway' : 'Forbidden';
+    socket.end(
+      `HTTP/1.1 ${d.status} ${text}\r\ncontent-type: application/json\r\nx-grove-egress-rule: ${d.rule}\r\n` +
+        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  }
+
+  private writeHttpDeny(res: ServerResponse, d: Deny, host: string, port: number): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const body = denyBody(d, host, port);
+    res.writeHead(d.status, { 'content-type': 'application/json', 'x-grove-egress-rule': d.rule, 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  }
+
+  private record(r: {
+    method: 'CONNECT' | 'HTTP';
+    host: string;
+    port: number;
+    verdict: Verdict;
+    started: number;
+    address?: string | null;
+    status?: number;
+    bytesIn?: number;
+    bytesOut?: number;
+    error?: string;
+  }): void {
+    const v = r.verdict;
+    const decision: EgressDecision = {
+      slug: this.slug,
+      method: r.method,
+      host: r.host.slice(0, 300),
+      port: r.port,
+      address: r.address ?? (v.allow ? (v.addresses[0]?.text ?? null) : v.address),
+      decision: v.allow ? 'allow' : 'deny',
+      rule: v.rule,
+      reason: v.reason,
+      status: r.status ?? (v.allow ? 200 : v.status),
+      bytesIn: r.bytesIn ?? 0,
+      bytesOut: r.bytesOut ?? 0,
+      durationMs: Date.now() - r.started,
+      ...(r.error ? { error: r.error } : {}),
+    };
+    try {
+      this.opts.audit(decision);
+    } catch (e) {
+      this.opts.onError?.(e, 'audit callback threw');
+    }
+  }
+
+  private fail(e: unknown, context: string, socket: Duplex | null): void {
+    this.opts.onError?.(e, `gate ${context} handler failed`);
+    socket?.destroy();
+  }
+
+  private async removeStaleSocket(): Promise<void> {
+    try {
+      const st = await lstat(this.socketPath);
+      if (!st.isSocket()) throw new Error(`${this.socketPath} exists and is not a socket; refusing to replace it`);
+      await unlink(this.socketPath);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
+    }
+  }
+}
+
+export function createGate(opts: GateOptions): Gate {
+  return new GateImpl(opts);
+}
