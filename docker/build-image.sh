@@ -2,13 +2,16 @@
 # Build the Grove sandbox image, idempotently and without an image registry:
 #   1. base image (default grove-base:bookworm) from debootstrap + `docker import`, unless present;
 #   2. the backend bundle (npm run bundle -w @grove/backend);
-#   3. grove-sandbox:<hash12> from Dockerfile + bundle + base id, re-pointing grove-sandbox:latest.
+#   3. the agent CLIs for the image (the native Claude Code binary from node_modules);
+#   4. grove-sandbox:<hash12> from Dockerfile + agents + bundle + base id, re-pointing grove-sandbox:latest.
 # Environment:
 #   BASE_IMAGE            base to build FROM (default grove-base:bookworm; e.g. node:20-bookworm-slim)
 #   GROVE_IMAGE           repository name of the result (default grove-sandbox)
 #   GROVE_ROOTFS_CACHE    debootstrap target, reused across runs (default /var/cache/grove/rootfs)
 #   GROVE_DEBIAN_MIRROR   Debian mirror for debootstrap (default: read from this machine's apt sources)
 #   GROVE_BACKEND_BUNDLE  use this prebuilt backend bundle instead of running the bundle script
+#   GROVE_CLAUDE_BINARY   the native `claude` to put in the image (default: the one npm installed for
+#                         @anthropic-ai/claude-code, node_modules/@anthropic-ai/claude-code-linux-<arch>/claude)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -132,14 +135,54 @@ else
 fi
 [ -s "$BUNDLE" ] || die "backend bundle $BUNDLE is missing or empty"
 
-# 3. image, keyed by everything that goes into it
 # The context holds exactly what the Dockerfile copies (logs and the lock stay outside it).
 CTX="$BUILD/context"
-mkdir -p "$CTX"
+mkdir -p "$CTX/agents"
+
+# 3. agent CLIs. The Claude Code binary is 370 MB: it is hard-linked into the context (copied only
+# across filesystems) and replaced only when the source file changed; its hash is cached by file
+# identity, so rebuilding for a backend change does not re-read it.
+claude_default() {
+  local arch
+  case "$(uname -m)" in
+    x86_64|amd64) arch=x64 ;;
+    aarch64|arm64) arch=arm64 ;;
+    *) return 1 ;;
+  esac
+  echo "$ROOT/node_modules/@anthropic-ai/claude-code-linux-$arch/claude"
+}
+CLAUDE_SRC="${GROVE_CLAUDE_BINARY:-$(claude_default || true)}"
+CLAUDE_CTX="$CTX/agents/claude"
+CLAUDE_HASH="none"
+if [ -n "$CLAUDE_SRC" ] && [ -f "$CLAUDE_SRC" ]; then
+  [ -x "$CLAUDE_SRC" ] || die "$CLAUDE_SRC is not executable"
+  CLAUDE_SRC="$(readlink -f "$CLAUDE_SRC")"
+  # Identity of the source file: npm writes a new file (new inode) on every install, so this changes
+  # whenever the binary may have, without reading 370 MB to find out.
+  src_key="$(stat -c '%d:%i:%s:%Y' "$CLAUDE_SRC")"
+  cache="$BUILD/claude.sha256"
+  if [ -f "$CLAUDE_CTX" ] && [ -f "$cache" ] && [ "$(cut -d' ' -f1 "$cache")" = "$src_key" ]; then
+    CLAUDE_HASH="$(cut -d' ' -f2 "$cache")"
+  else
+    say "adding $(basename "$(dirname "$CLAUDE_SRC")")/claude to the build context"
+    rm -f "$CLAUDE_CTX" "$cache"
+    ln "$CLAUDE_SRC" "$CLAUDE_CTX" 2>/dev/null || cp -p "$CLAUDE_SRC" "$CLAUDE_CTX"
+    CLAUDE_HASH="$(sha256sum "$CLAUDE_CTX" | cut -d' ' -f1)"
+    echo "$src_key $CLAUDE_HASH" > "$cache"
+  fi
+  # The version from the package beside the binary: the binary itself is never run on the host.
+  version="$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$(dirname "$CLAUDE_SRC")/package.json" 2>/dev/null | head -n 1)"
+  say "claude ${version:-(unknown version)} (sha256 ${CLAUDE_HASH:0:12})"
+else
+  rm -f "$CLAUDE_CTX"
+  say "warning: no Claude Code binary at ${CLAUDE_SRC:-<none for $(uname -m)>}; the image will not have the claude provider's CLI (npm install, or set GROVE_CLAUDE_BINARY)"
+fi
+
+# 4. image, keyed by everything that goes into it
 install -m 0644 "$HERE/Dockerfile" "$CTX/Dockerfile"
 install -m 0644 "$BUNDLE" "$CTX/backend.mjs"
 BASE_ID="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || echo "$BASE_IMAGE")"
-HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "$BASE_ID"; } | sha256sum | cut -c1-12)"
+HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; } | sha256sum | cut -c1-12)"
 TAG="$IMAGE:$HASH"
 
 if docker image inspect "$TAG" >/dev/null 2>&1; then
