@@ -1,0 +1,134 @@
+// Shared helpers for the benchmarks: percentiles, tables, machine notes, docker/git CLI, socket probes, cleanup on exit.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { RunningServer } from '../e2e/harness.ts';
+
+const run = promisify(execFile);
+
+/** Nearest-rank percentile (p in 0..100) of the values; NaN when there are none. */
+export function pct(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] ?? Number.NaN;
+}
+
+export function fmt(n: number, digits = 0): string {
+  return Number.isFinite(n) ? n.toFixed(digits) : '-';
+}
+
+/** Print an aligned table: first column left-aligned, the rest right-aligned. */
+export function table(headers: string[], rows: Array<Array<string | number>>): void {
+  const cells = [headers, ...rows.map((r) => r.map(String))];
+  const widths = headers.map((_, c) => Math.max(...cells.map((r) => (r[c] ?? '').length)));
+  for (const [i, r] of cells.entries()) {
+    console.log(r.map((v, c) => (c === 0 ? v.padEnd(widths[c] ?? 0) : v.padStart(widths[c] ?? 0))).join('  '));
+    if (i === 0) console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+  }
+}
+
+/** One line naming the machine and its load, printed before and after each benchmark: the figures depend on it. */
+export function machineNote(): string {
+  const [l1, l5] = os.loadavg();
+  return `node ${process.version}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, load ${fmt(l1 ?? 0, 2)}/${fmt(l5 ?? 0, 2)} (1/5 min)`;
+}
+
+export function mkTemp(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `grove-bench-${prefix}-`));
+}
+
+/** Run a command, return stdout; throws with stderr on failure. */
+export async function sh(cmd: string, args: string[], opts: { cwd?: string } = {}): Promise<string> {
+  const r = await run(cmd, args, { cwd: opts.cwd, encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
+  return r.stdout;
+}
+
+export const docker = (...args: string[]): Promise<string> => sh('docker', args);
+export const gitIn = (cwd: string, ...args: string[]): Promise<string> => sh('git', ['-c', 'safe.directory=*', ...args], { cwd });
+
+/** GET over a Unix socket without keep-alive (like core's health probe); never throws. */
+export function getOverSocket(socketPath: string, p: string, timeoutMs = 1_000): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = http.request({ socketPath, path: p, agent: false, timeout: timeoutMs, headers: { host: 'bench' } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('error', () => resolve({ status: 0, body: '' }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end();
+  });
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Poll fn every intervalMs until it is truthy; throws after timeoutMs. Bounded, like every loop here. */
+export async function until<T>(what: string, fn: () => Promise<T | false | null | undefined>, intervalMs: number, timeoutMs = 60_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+/** A free loopback port (bound then released; the tiny race is fine for a benchmark). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      s.close(() => (a && typeof a === 'object' ? resolve(a.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** Resident set size of a process in bytes (from /proc), 0 when it is gone. */
+export function rssOf(pid: number | undefined): number {
+  if (!pid) return 0;
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m?.[1] ? Number(m[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Cleanup that runs once, on normal exit and on SIGINT/SIGTERM, so an interrupted benchmark does not
+ * leave containers, worktrees or child processes behind.
+ */
+export function onCleanup(fn: () => Promise<void> | void): () => Promise<void> {
+  let done: Promise<void> | null = null;
+  const once = (): Promise<void> => (done ??= Promise.resolve().then(fn).catch((e: unknown) => console.error('cleanup failed:', e)));
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(sig, () => {
+      void once().then(() => process.exit(130));
+    });
+  }
+  return once;
+}
+
+/** The server's `reconciled` log line (ms, containers), the last one seen. */
+export function reconcileLog(s: RunningServer): { ms: number; containers: number } | null {
+  for (let i = s.logs.length - 1; i >= 0; i--) {
+    try {
+      const j = JSON.parse(s.logs[i] ?? '') as { msg?: string; ms?: number; containers?: number };
+      if (j.msg === 'reconciled' && typeof j.ms === 'number') return { ms: j.ms, containers: j.containers ?? 0 };
+    } catch {
+      // not JSON
+    }
+  }
+  return null;
+}
+
+export const MiB = 2 ** 20;
