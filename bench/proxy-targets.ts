@@ -1,5 +1,5 @@
-// Child process for bench/proxy.ts: either the upstream (an HTTP server on a Unix socket) or the
-// proxies in front of it, so the load generator, the proxies and the upstream each get their own process.
+// Child process for bench/proxy.ts and bench/ws.ts: the upstream (an HTTP server on a Unix socket), the
+// proxies in front of it, or Grove's front door alone, so load generator, proxies and upstream each get a process.
 import http from 'node:http';
 import fs from 'node:fs';
 import httpProxy from 'http-proxy';
@@ -9,7 +9,7 @@ import type { Grove } from '@grove/core';
 import { createGroveServer } from '../apps/server/src/server.ts';
 
 const [role, socketPath] = process.argv.slice(2);
-if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies <socket>');
+if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies|grove <socket>');
 
 const bodies: Record<string, Buffer> = { '/1k': Buffer.alloc(1024, 'a'), '/256k': Buffer.alloc(256 * 1024, 'b') };
 
@@ -29,6 +29,11 @@ if (role === 'upstream') {
   });
   server.keepAliveTimeout = 60_000;
   server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true })}\n`));
+} else if (role === 'grove') {
+  // Only the front door (auth, routing, http-proxy for HTTP and WebSocket upgrades); every slug maps to the socket.
+  const stub = { socketFor: async () => socketPath } as unknown as Grove;
+  const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
+  process.stdout.write(`${JSON.stringify({ grove: await grove.listen(0, '127.0.0.1') })}\n`);
 } else {
   const agent = () => new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
   const target = { socketPath } as unknown as httpProxy.ProxyTarget;
