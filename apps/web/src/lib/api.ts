@@ -1,6 +1,7 @@
 // Browser-side client for the registry API and the workspace proxy: same-origin fetch, zod-checked bodies, one error type.
 import {
   backendStatusSchema,
+  cancelTurnResponseSchema,
   errorBodySchema,
   eventsResponseSchema,
   forkAcceptedResponseSchema,
@@ -90,6 +91,8 @@ export const api = {
   thread: (slug: string) => request(`${ws(slug)}/thread`, threadResponseSchema),
   status: (slug: string) => request(`${ws(slug)}/status`, backendStatusSchema),
   postMessage: (slug: string, text: string) => request(`${ws(slug)}/messages`, postMessageResponseSchema, { method: 'POST', body: { text } }),
+  /** Stops the running turn (202); 409 invalid_state when it already ended. */
+  cancelTurn: (slug: string) => request(`${ws(slug)}/turn/cancel`, cancelTurnResponseSchema, { method: 'POST' }),
 };
 
 /** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */

@@ -1,7 +1,7 @@
 // Fork progress from events, and the capacity sentence.
 import { describe, expect, it } from 'vitest';
 import type { GroveEvent, Workspace } from '@grove/contracts';
-import { forkProgress } from './progress.ts';
+import { forkProgress, lifecycleProgress, operationOf } from './progress.ts';
 import { capacityReason, isFull } from './capacity.ts';
 
 let id = 0;
@@ -22,6 +22,29 @@ describe('forkProgress', () => {
   it('ignores an earlier attempt under the same slug', () => {
     const old = [ev('workspace.reserved'), ev('workspace.prepared'), ev('sandbox.started'), ev('workspace.registered'), ev('workspace.cleaned')];
     expect(forkProgress([...old, ev('workspace.reserved')])).toEqual({ reached: 1, failed: null, done: false });
+  });
+});
+
+describe('lifecycleProgress', () => {
+  const fork = [ev('workspace.reserved', { op: 'fork' }), ev('workspace.prepared'), ev('sandbox.started'), ev('workspace.registered')];
+
+  it('follows a reopen with its own phases, after an earlier fork and stop', () => {
+    const events = [...fork, ev('workspace.stopped'), ev('workspace.reserved', { op: 'start' }), ev('sandbox.started')];
+    expect(operationOf(events)).toBe('start');
+    const p = lifecycleProgress(events);
+    expect(p.phases.map((x) => x.type)).toEqual(['workspace.reserved', 'sandbox.started', 'workspace.started']);
+    expect(p).toMatchObject({ op: 'start', reached: 2, done: false, failed: null });
+    expect(lifecycleProgress([...events, ev('workspace.started')]).done).toBe(true);
+  });
+
+  it('shows nothing reached when asked for a start whose events have not come yet', () => {
+    expect(lifecycleProgress([], 'start')).toMatchObject({ op: 'start', reached: 0, done: false });
+    expect(lifecycleProgress(fork)).toMatchObject({ op: 'fork', reached: 4, done: true });
+  });
+
+  it('reports a failed reopen with its reason', () => {
+    const p = lifecycleProgress([ev('workspace.reserved', { op: 'start' }), ev('spawn_failed', { op: 'start', reason: 'health check timed out' })]);
+    expect(p).toMatchObject({ op: 'start', reached: 1, failed: 'health check timed out' });
   });
 });
 

@@ -1,0 +1,44 @@
+// The /resume picker's logic: which workspaces it offers, in which order, and the line it quotes.
+import type { ThreadLine, Workspace } from '@grove/contracts';
+
+/** Typed alone in a composer, this opens the picker instead of being sent. */
+export const RESUME_COMMAND = '/resume';
+
+export function isResumeCommand(text: string): boolean {
+  return text.trim().toLowerCase() === RESUME_COMMAND;
+}
+
+function activity(w: Workspace): number {
+  const t = Date.parse(w.lastActivityAt ?? w.updatedAt);
+  return Number.isNaN(t) ? 0 : t;
+}
+
+/**
+ * Workspaces one can go back to, most recently active first: everything still there (gone and
+ * tearing-down ones are not), of one project when a project is given.
+ */
+export function resumeCandidates(workspaces: readonly Workspace[], project?: string | null): Workspace[] {
+  return workspaces
+    .filter((w) => w.state !== 'gone' && w.state !== 'tearing-down' && (!project || w.project === project))
+    .sort((a, b) => activity(b) - activity(a) || a.slug.localeCompare(b.slug));
+}
+
+/** Case-insensitive match on the name, the project and the branch. */
+export function matchesQuery(w: Workspace, query: string): boolean {
+  const q = query.trim().toLowerCase();
+  if (!q) return true;
+  return [w.name, w.project, w.branch].some((s) => s.toLowerCase().includes(q));
+}
+
+/** The last thing said in a thread, by either side, on one line and at most `max` characters. */
+export function lastMessage(lines: readonly ThreadLine[], max = 120): { who: 'user' | 'agent'; text: string } | null {
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const l = lines[i];
+    if (l?.kind !== 'user' && l?.kind !== 'assistant') continue;
+    const flat = l.text.replace(/\s+/g, ' ').trim();
+    if (!flat) continue;
+    const text = flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat;
+    return { who: l.kind === 'user' ? 'user' : 'agent', text };
+  }
+  return null;
+}
