@@ -3,14 +3,37 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { connect } from 'node:net';
 import { chmod, lstat, mkdir, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { GroveError, parseOrThrow, postMessageRequestSchema } from '@grove/contracts';
-import type { BackendHealth, BackendStatus, CancelTurnResponse, PostMessageResponse, ThreadLine, ThreadResponse } from '@grove/contracts';
+import { randomUUID } from 'node:crypto';
+import {
+  GROVE_LINE_PROVIDER,
+  GroveError,
+  holdRequestSchema,
+  noteRequestSchema,
+  parseOrThrow,
+  postMessageRequestSchema,
+  releaseHoldRequestSchema,
+} from '@grove/contracts';
+import type { PortsResponse } from '@grove/contracts';
+import type {
+  AgentConfig,
+  BackendHealth,
+  BackendStatus,
+  CancelTurnResponse,
+  GroveThreadEvent,
+  HoldResponse,
+  PostMessageResponse,
+  ThreadLine,
+  ThreadResponse,
+} from '@grove/contracts';
+import { notifyTurnEnded } from './host-hook.ts';
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './http.ts';
 import { silentLogger } from './logger.ts';
 import type { Logger } from './logger.ts';
 import { createProvider } from './providers/index.ts';
 import type { Provider, ProviderLine, ProviderName, TurnContext } from './providers/types.ts';
 import { StreamHub } from './stream-hub.ts';
+import { DEFAULT_PREVIEW_PORTS, createPreview, listeningPorts } from './preview.ts';
+import type { PortRange } from './preview.ts';
 import { openThreadStore } from './thread-store.ts';
 import type { ThreadStore } from './thread-store.ts';
 
@@ -24,6 +47,22 @@ export interface BackendOptions {
   slug: string;
   /** A provider name, or a Provider object (tests inject their own). */
   provider: ProviderName | Provider;
+  /** The project's agent config (GROVE_AGENT_CONFIG); `command` needs it. */
+  agent?: AgentConfig;
+  /** The environment agent CLIs inherit (the backend's own, without GROVE_* variables). */
+  agentEnv?: Record<string, string>;
+  /** ANTHROPIC_BASE_URL for agents: the in-sandbox relay to the host's provider relay. */
+  relayUrl?: string;
+  /** The claude executable (default `claude` on PATH; tests use a fake). */
+  claudeBinary?: string;
+  /** SIGINT -> SIGKILL delay when a turn is cancelled (default 5 s). */
+  cancelGraceMs?: number;
+  /**
+   * The host's after-turn hook (/run/grove/host.sock): called when a turn's agent is done, before
+   * turn_end, so guardrails run while the workspace is still busy. Absent socket file: skipped.
+   */
+  hostHookSocket?: string;
+  hostHookTimeoutMs?: number;
   logger?: Logger;
   /** Pause between streamed chunks of the scripted provider (default 25). */
   scriptedDelayMs?: number;
@@ -31,6 +70,10 @@ export interface BackendOptions {
   maxBodyBytes?: number;
   /** How long close() lets an aborted turn wind down before closing the thread anyway (default 5 s). */
   shutdownGraceMs?: number;
+  /** Ports /preview/<port>/ may reach inside the container (default 1024-65535). */
+  previewPorts?: readonly PortRange[];
+  /** The egress relay's port (default 3128): the backend's own, so never previewed. */
+  egressPort?: number;
 }
 
 export interface Backend {
@@ -51,7 +94,18 @@ type Handler = (req: IncomingMessage, res: ServerResponse) => Promise<void> | vo
 export function createBackend(options: BackendOptions): Backend {
   const logger = (options.logger ?? silentLogger).child({ slug: options.slug });
   const provider =
-    typeof options.provider === 'string' ? createProvider(options.provider, { scriptedDelayMs: options.scriptedDelayMs ?? 25 }) : options.provider;
+    typeof options.provider === 'string'
+      ? createProvider(options.provider, {
+          scriptedDelayMs: options.scriptedDelayMs ?? 25,
+          agent: options.agent,
+          threadDir: options.threadDir,
+          baseEnv: options.agentEnv,
+          relayUrl: options.relayUrl,
+          claudeBinary: options.claudeBinary,
+          graceMs: options.cancelGraceMs,
+          logger,
+        })
+      : options.provider;
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const startedAt = Date.now();
 
@@ -60,10 +114,19 @@ export function createBackend(options: BackendOptions): Backend {
   /** The turn that makes the backend busy: set when its user line is accepted, cleared by its turn_end line. */
   let busyTurn: string | null = null;
   let running: RunningTurn | null = null;
+  /** Set by the host (POST /hold) while it changes the worktree, e.g. for an undo: no turn may start. */
+  let hold: { id: string; reason: string; until: number } | null = null;
+  const activeHold = () => (hold !== null && Date.now() < hold.until ? hold : null);
   let started = false;
   let closing: Promise<void> | null = null;
 
   const hub = new StreamHub({ logger, hello: () => ({ type: 'hello', lastSeq: store?.lastSeq() ?? -1, busy: busyTurn !== null }) });
+  const preview = createPreview({
+    allow: options.previewPorts ?? DEFAULT_PREVIEW_PORTS,
+    reserved: new Set([options.egressPort ?? 3128]),
+    slug: options.slug,
+    logger,
+  });
 
   const openStore = (): ThreadStore => {
     if (store === null) throw new GroveError('invalid_state', 'the backend is not listening yet');
@@ -85,6 +148,9 @@ export function createBackend(options: BackendOptions): Backend {
     'GET /thread': (_req, res) => {
       sendJson(res, 200, { lines: openStore().lines() } satisfies ThreadResponse);
     },
+    'GET /ports': async (_req, res) => {
+      sendJson(res, 200, { ports: await listeningPorts(preview) } satisfies PortsResponse);
+    },
     'GET /status': (_req, res) => {
       const thread = openStore();
       sendJson(res, 200, {
@@ -102,6 +168,8 @@ export function createBackend(options: BackendOptions): Backend {
       const body = parseOrThrow(postMessageRequestSchema, await readJsonBody(req, maxBodyBytes), { what: 'message' });
       if (closing) throw new GroveError('invalid_state', 'the backend is shutting down');
       if (busyTurn !== null) throw new GroveError('invalid_state', 'a turn is already running in this workspace');
+      const held = activeHold();
+      if (held) throw new GroveError('invalid_state', `the workspace is busy (${held.reason}); try again in a moment`);
       const thread = openStore();
       const turnNumber = userTurns + 1;
       const turn = `turn-${turnNumber}`;
@@ -133,6 +201,40 @@ export function createBackend(options: BackendOptions): Backend {
       }
       sendJson(res, 202, { turn: turn.turn } satisfies CancelTurnResponse);
     },
+    // Host-only routes (docs/agents.md): the host holds the workspace while it restores files, and
+    // appends its own markers (undo) to the thread as raw lines from provider "grove".
+    'POST /hold': async (req, res) => {
+      const body = parseOrThrow(holdRequestSchema, await readJsonBody(req, maxBodyBytes), { what: 'hold' });
+      if (busyTurn !== null) throw new GroveError('invalid_state', 'a turn is running in this workspace; cancel it or wait for it to end');
+      if (activeHold()) throw new GroveError('invalid_state', `the workspace is already held (${hold?.reason ?? ''})`);
+      hold = { id: randomUUID(), reason: body.reason, until: Date.now() + body.ttlMs };
+      sendJson(res, 200, { hold: hold.id } satisfies HoldResponse);
+    },
+    'POST /hold/release': async (req, res) => {
+      const body = parseOrThrow(releaseHoldRequestSchema, await readJsonBody(req, maxBodyBytes), { what: 'hold release' });
+      const released = hold?.id === body.hold;
+      if (released) hold = null;
+      sendJson(res, 200, { released });
+    },
+    'POST /notes': async (req, res) => {
+      const body = parseOrThrow(noteRequestSchema, await readJsonBody(req, maxBodyBytes), { what: 'note' });
+      const line = await openStore().append({ kind: 'raw', turn: body.turn, provider: GROVE_LINE_PROVIDER, event: body.event });
+      sendJson(res, 201, { seq: line.seq });
+    },
+  };
+
+  /** Asks the host to check the turn's changes; what it did becomes grove lines of the turn. */
+  const afterTurn = async (turn: string, status: 'completed' | 'failed' | 'cancelled', log: Logger): Promise<void> => {
+    if (!options.hostHookSocket || closing) return;
+    const outcome = await notifyTurnEnded({ socketPath: options.hostHookSocket, body: { turn, status }, timeoutMs: options.hostHookTimeoutMs });
+    if (outcome.kind === 'absent') return;
+    const events: GroveThreadEvent[] = outcome.kind === 'done' ? outcome.events : [{ type: 'host_unavailable', message: outcome.message }];
+    if (outcome.kind === 'failed') log.warn({ reason: outcome.message }, 'the host did not run its after-turn checks');
+    for (const event of events) {
+      await openStore()
+        .append({ kind: 'raw', turn, provider: GROVE_LINE_PROVIDER, event })
+        .catch((err: unknown) => log.error({ err }, 'could not record what the host did after the turn'));
+    }
   };
 
   const startTurn = (args: { turn: string; turnNumber: number; text: string }): void => {
@@ -178,6 +280,7 @@ export function createBackend(options: BackendOptions): Backend {
         }
       }
       ended = true;
+      await afterTurn(turn, status, log).catch((err: unknown) => log.error({ err }, 'after-turn hook failed'));
       try {
         await openStore().append({ kind: 'turn_end', turn, status });
         log.info({ status }, 'turn ended');
@@ -201,6 +304,10 @@ export function createBackend(options: BackendOptions): Backend {
   };
 
   const server = createServer((req, res) => {
+    if (preview.matches(req.url ?? '/')) {
+      preview.handle(req, res);
+      return;
+    }
     const pathname = new URL(req.url ?? '/', 'http://backend').pathname;
     const handler = routes[`${req.method ?? ''} ${pathname}`];
     const handle = async () => {
@@ -209,7 +316,10 @@ export function createBackend(options: BackendOptions): Backend {
     };
     handle().catch((err: unknown) => sendError({ req, res, err, logger }));
   });
-  server.on('upgrade', (req, socket, head) => hub.handleUpgrade(req, socket, head));
+  server.on('upgrade', (req, socket, head) => {
+    if (preview.matches(req.url ?? '/')) preview.upgrade(req, socket, head);
+    else hub.handleUpgrade(req, socket, head);
+  });
 
   return {
     async listen() {
@@ -251,6 +361,7 @@ export function createBackend(options: BackendOptions): Backend {
         }
         await store?.close();
         await hub.close();
+        preview.close();
         server.closeAllConnections();
         await stopped;
         logger.info({}, 'backend closed');

@@ -35,7 +35,7 @@ describe('readEnv', () => {
   it.each([
     [{}, /GROVE_SLUG: GROVE_SLUG is required/],
     [{ GROVE_SLUG: 'Bad Slug' }, /GROVE_SLUG: slug must be/],
-    [{ GROVE_SLUG: 'demo', GROVE_PROVIDER: 'claude' }, /GROVE_PROVIDER must be one of: scripted/],
+    [{ GROVE_SLUG: 'demo', GROVE_PROVIDER: 'codex' }, /GROVE_PROVIDER must be one of: scripted, claude, command/],
     [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: 'fast' }, /GROVE_SCRIPTED_DELAY_MS must be a number/],
     [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: '-5' }, /must not be negative/],
     [{ GROVE_SLUG: 'demo', GROVE_SOCKET: 'relative.sock' }, /GROVE_SOCKET must be an absolute path/],

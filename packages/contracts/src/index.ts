@@ -4,3 +4,5 @@ export * from './errors.ts';
 export * from './workspace.ts';
 export * from './thread.ts';
 export * from './egress.ts';
+export * from './agent.ts';
+export * from './turns.ts';

@@ -1,7 +1,8 @@
+import { AGENT_PROVIDERS } from '@grove/contracts';
 import type { ThreadLine } from '@grove/contracts';
 
-/** Providers this build knows; GROVE_PROVIDER must name one of them. */
-export const PROVIDER_NAMES = ['scripted'] as const;
+/** Providers this build knows; GROVE_PROVIDER must name one of them. The host checks project configs against the same list. */
+export const PROVIDER_NAMES = AGENT_PROVIDERS;
 export type ProviderName = (typeof PROVIDER_NAMES)[number];
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -25,7 +26,7 @@ export interface TurnContext {
   emitDelta(text: string): void;
   /** Appends (and fsyncs) a line of this turn; resolves with the stored line. */
   appendLine(line: ProviderLine): Promise<ThreadLine>;
-  /** Aborted when the backend shuts down; providers stop promptly and may throw the abort reason. */
+  /** Aborted on POST /turn/cancel and when the backend shuts down; providers stop promptly and may throw the abort reason. */
   signal: AbortSignal;
 }
 

@@ -1,0 +1,124 @@
+import { z } from 'zod';
+
+/**
+ * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
+ * when the project is added and before every fork or start, and hands the `agent` part to the
+ * sandbox's backend as JSON in GROVE_AGENT_CONFIG, which validates it again with the same schema.
+ * Nothing here may hold a secret: the config ends up in the container's environment.
+ */
+
+/** Providers the backend knows; anything else is refused when the project is configured. */
+export const AGENT_PROVIDERS = ['scripted', 'claude', 'command'] as const;
+export type AgentProviderName = (typeof AGENT_PROVIDERS)[number];
+
+/** Where `{message}` appears in a command agent's argv, the user's message goes. */
+export const MESSAGE_PLACEHOLDER = '{message}';
+
+/** Inside the sandbox the backend relays this loopback port to the host's provider relay (/run/grove/provider.sock). */
+export const PROVIDER_RELAY_PORT = 3129;
+
+/** Stands in for the API key inside the sandbox; the host's relay replaces it with the real one. */
+export const PLACEHOLDER_API_KEY = 'grove-placeholder-key';
+
+// Names that usually carry credentials. A project config lands in the container's environment, so
+// such a variable would put the secret inside the sandbox; the provider relay adds keys on the host.
+const SECRET_NAME = /(^|_)(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$/i;
+// The backend's own variables and the ones the providers set are not the agent config's to change.
+const RESERVED_NAME = /^(GROVE_|ANTHROPIC_BASE_URL$|HOME$|PATH$|CLAUDE_CONFIG_DIR$)/;
+
+// Names are checked after the record (not as its key schema), so each refusal says why rather
+// than zod's generic "Invalid key in record".
+const envSchema = z.record(z.string(), z.string().max(4096)).superRefine((env, ctx) => {
+  const names = Object.keys(env);
+  if (names.length > 64) ctx.addIssue({ code: 'custom', message: 'at most 64 environment variables' });
+  for (const name of names) {
+    const why = !/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(name)
+      ? 'environment variable names are letters, digits and _, not starting with a digit'
+      : RESERVED_NAME.test(name)
+        ? 'GROVE_*, ANTHROPIC_BASE_URL, HOME, PATH and CLAUDE_CONFIG_DIR are set by Grove'
+        : SECRET_NAME.test(name)
+          ? 'secrets never go into a sandbox (this variable name looks like one); the host relay adds the provider key'
+          : null;
+    if (why) ctx.addIssue({ code: 'custom', message: why, path: [name] });
+  }
+});
+
+export const scriptedAgentSchema = z.object({ provider: z.literal('scripted') }).strict();
+
+export const claudeAgentSchema = z
+  .object({
+    provider: z.literal('claude'),
+    /** --model; default: the CLI's own default. */
+    model: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._:[\]-]{0,99}$/, { error: 'model is a model name or alias (letters, digits, . _ : - [ ])' })
+      .optional(),
+    /**
+     * --permission-mode. The sandbox is the boundary, so the agent may act without asking by
+     * default; nobody could answer a prompt in -p mode anyway.
+     */
+    permissionMode: z.enum(['bypassPermissions', 'acceptEdits', 'dontAsk', 'plan']).default('bypassPermissions'),
+    /** More environment for the CLI (never secrets). */
+    env: envSchema.default({}),
+  })
+  .strict();
+
+export const commandAgentSchema = z
+  .object({
+    provider: z.literal('command'),
+    /** The program and its arguments; `{message}` in any of them is replaced by the user's message. */
+    argv: z
+      .array(z.string().min(1, { error: 'argv entries must not be empty' }).max(4096))
+      .min(1, { error: 'argv needs at least the program to run' })
+      .max(64),
+    /** `argument`: the message replaces `{message}` in argv; `stdin`: it is written to the program's stdin. */
+    input: z.enum(['argument', 'stdin']).default('argument'),
+    env: envSchema.default({}),
+    /** Relay 127.0.0.1:3129 in the sandbox to the host's provider relay, for agents that speak the Anthropic API. */
+    providerRelay: z.boolean().default(false),
+    /** A turn taking longer is cancelled (SIGINT, then SIGKILL). Default: no limit. */
+    timeoutMs: z.number().int().min(1000).max(24 * 3600 * 1000).optional(),
+  })
+  .strict()
+  .refine((c) => c.input !== 'argument' || c.argv.slice(1).some((a) => a.includes(MESSAGE_PLACEHOLDER)), {
+    error: `with input "argument", one of argv's arguments must contain ${MESSAGE_PLACEHOLDER}`,
+    path: ['argv'],
+  })
+  .refine((c) => !c.argv[0]?.includes(MESSAGE_PLACEHOLDER), { error: `the program (argv[0]) must not be ${MESSAGE_PLACEHOLDER}`, path: ['argv', 0] });
+
+export const agentConfigSchema = z.discriminatedUnion('provider', [scriptedAgentSchema, claudeAgentSchema, commandAgentSchema], {
+  error: (issue) => (issue.code === 'invalid_union' ? `unknown agent provider; this Grove knows: ${AGENT_PROVIDERS.join(', ')}` : undefined),
+});
+export type AgentConfig = z.infer<typeof agentConfigSchema>;
+/** What a config file or API body may say (defaults not yet applied). */
+export type AgentConfigInput = z.input<typeof agentConfigSchema>;
+export type ClaudeAgentConfig = z.infer<typeof claudeAgentSchema>;
+export type CommandAgentConfig = z.infer<typeof commandAgentSchema>;
+
+/**
+ * A glob relative to the worktree root: `*` and `?` stay within one path segment, `**` spans any
+ * number of them, a trailing `/` means everything below that directory.
+ */
+export const pathGlobSchema = z
+  .string()
+  .min(1, { error: 'a path glob must not be empty' })
+  .max(512)
+  .refine((g) => !g.startsWith('/'), { error: 'path globs are relative to the workspace root (no leading /)' })
+  .refine((g) => !g.split('/').includes('..'), { error: 'path globs must not contain ".."' })
+  // eslint-disable-next-line no-control-regex
+  .refine((g) => !/[\x00-\x1f]/.test(g), { error: 'path globs must not contain control characters' });
+
+/** `<home>/config/<project>.json`. Every field is optional: an empty object is the defaults. */
+export const projectConfigSchema = z
+  .object({
+    /** The agent of this project's workspaces; default: the server's GROVE_PROVIDER (scripted). */
+    agent: agentConfigSchema.optional(),
+    /**
+     * Where agents may change files. After every turn, changes outside these globs are reverted
+     * (tracked files restored from the branch, new files removed). Absent: everywhere.
+     */
+    allowedPaths: z.array(pathGlobSchema).min(1, { error: 'allowedPaths needs at least one glob (leave it out to allow everything)' }).max(256).optional(),
+  })
+  .strict();
+export type ProjectConfig = z.infer<typeof projectConfigSchema>;
+export type ProjectConfigInput = z.input<typeof projectConfigSchema>;

@@ -1,0 +1,69 @@
+import { z } from 'zod';
+
+/**
+ * The seam between a sandbox's backend and the host around each turn (docs/agents.md, "After a
+ * turn"). When a turn's agent is done, the backend asks the host over /run/grove/host.sock
+ * (POST /turn-ended) and waits: the host reverts changes outside the allowed paths and records a
+ * snapshot while the workspace is still busy, so the next turn cannot start in between. The host
+ * answers with what it did; the backend appends that to the thread (raw lines from provider
+ * `grove`) before the turn's turn_end.
+ */
+
+export const HOST_HOOK_SOCKET = 'host.sock';
+export const PROVIDER_RELAY_SOCKET = 'provider.sock';
+
+/** The `provider` of thread lines Grove itself writes (guardrails, snapshots, undo). */
+export const GROVE_LINE_PROVIDER = 'grove';
+
+const refSchema = z.string().startsWith('refs/grove/');
+
+/** The `event` of a raw line from provider `grove`. */
+export const groveThreadEventSchema = z.discriminatedUnion('type', [
+  /** Changes outside the project's allowed paths, undone after the turn. */
+  z.object({
+    type: z.literal('paths_reverted'),
+    allowedPaths: z.array(z.string()),
+    paths: z.array(z.object({ path: z.string(), action: z.enum(['restored', 'removed']) })),
+  }),
+  /** The worktree after the turn, recorded on refs/grove/<slug>/turns/<n>. */
+  z.object({ type: z.literal('snapshot'), ref: refSchema, commit: z.string(), files: z.array(z.string()) }),
+  /** POST /api/workspaces/:slug/undo put the worktree back to how it was before turn `undoneTurn`. */
+  z.object({ type: z.literal('undo'), undoneTurn: z.string(), ref: refSchema, restored: z.string(), files: z.array(z.string()) }),
+  /** The host could not run its after-turn checks (the turn's changes stay as they are). */
+  z.object({ type: z.literal('host_unavailable'), message: z.string() }),
+]);
+export type GroveThreadEvent = z.infer<typeof groveThreadEventSchema>;
+
+/** Backend -> host, POST /turn-ended on host.sock. */
+export const turnEndedRequestSchema = z
+  .object({
+    turn: z.string().min(1).max(64),
+    status: z.enum(['completed', 'failed', 'cancelled']),
+  })
+  .strict();
+export type TurnEndedRequest = z.infer<typeof turnEndedRequestSchema>;
+
+export const turnEndedResponseSchema = z.object({ events: z.array(groveThreadEventSchema) });
+export type TurnEndedResponse = z.infer<typeof turnEndedResponseSchema>;
+
+/** Host -> backend, POST /notes: a grove line appended to the thread (the undo marker). */
+export const noteRequestSchema = z.object({ turn: z.string().min(1).max(64), event: groveThreadEventSchema }).strict();
+export type NoteRequest = z.infer<typeof noteRequestSchema>;
+
+/**
+ * Host -> backend, POST /hold: refuse new turns (409) until released or until ttlMs passed, so
+ * the host can change the worktree (undo) without an agent running. 409 when a turn is running.
+ */
+export const holdRequestSchema = z.object({ reason: z.string().min(1).max(200), ttlMs: z.number().int().min(100).max(300_000) }).strict();
+export type HoldRequest = z.infer<typeof holdRequestSchema>;
+export const holdResponseSchema = z.object({ hold: z.string() });
+export type HoldResponse = z.infer<typeof holdResponseSchema>;
+export const releaseHoldRequestSchema = z.object({ hold: z.string().min(1) }).strict();
+
+/** 200 from POST /api/workspaces/:slug/undo. */
+export const undoResponseSchema = z.object({
+  undone: z.object({ turn: z.string(), ref: z.string(), files: z.array(z.string()) }),
+  /** Snapshots still available to undo after this one. */
+  remaining: z.number().int().nonnegative(),
+});
+export type UndoResponse = z.infer<typeof undoResponseSchema>;
