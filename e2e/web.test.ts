@@ -1,8 +1,9 @@
-// The dashboard in a real browser (Debian Chromium via playwright-core) against the real server, Docker and scripted agent.
+// The dashboard in a real browser (Debian Chromium via playwright-core) against the real server, Docker and
+// scripted agent: issue 4's proof, with screenshots saved to docs/screenshots for the README.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
@@ -10,10 +11,16 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const webDir = path.join(root, 'apps/web');
 const shots = path.join(root, 'docs/screenshots');
 const CHROMIUM = '/usr/bin/chromium';
+// The default workspace and two forks fill it: the cap is reached without waiting for more sandboxes.
+const CAP = '3';
 
 let s: RunningServer;
 let browser: Browser;
 const home = makeHome('web');
+
+function serve(port = '0'): Promise<RunningServer> {
+  return startServer({ home, env: { GROVE_WEB_DIR: webDir, GROVE_MAX_RUNNING: CAP, GROVE_PORT: port } });
+}
 
 beforeAll(async () => {
   // The server mounts the dashboard only when it is built; without it every page here is the fallback.
@@ -22,7 +29,7 @@ beforeAll(async () => {
   }
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium`);
   fs.mkdirSync(shots, { recursive: true });
-  s = await startServer({ home, env: { GROVE_WEB_DIR: webDir, GROVE_MAX_RUNNING: '2' } });
+  s = await serve();
   await waitRunning(s, 'demo');
   browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -43,9 +50,30 @@ async function signedIn(width: number): Promise<Page> {
   return page;
 }
 
-async function send(page: Page, text: string): Promise<void> {
-  await page.getByLabel('Message').fill(text);
-  await page.getByLabel('Message').press('Enter');
+let t0 = Date.now();
+/** Where the long engineer test spends its time, in the test output. */
+const step = (what: string) => console.log(`[web e2e] ${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+const shot = (page: Page, name: string) => page.screenshot({ path: path.join(shots, `${name}.png`) });
+
+async function send(scope: Page | Locator, text: string): Promise<void> {
+  const box = scope.getByLabel('Message');
+  await box.fill(text);
+  await box.press('Enter');
+}
+
+/** The tab panel of one workspace (panels of other tabs stay mounted, hidden). */
+const pane = (page: Page, name: string) => page.getByRole('region', { name: `Workspace ${name}`, includeHidden: true });
+const tabLink = (page: Page, name: string) => page.getByRole('navigation', { name: 'Open workspaces' }).getByRole('link', { name: new RegExp(`^${name} \\(`) });
+const card = (page: Page, name: string) => page.locator('.card', { has: page.getByRole('link', { name, exact: true }) });
+const meter = (page: Page) => page.locator('.meter-label');
+const reply = (scope: Page | Locator, text: string) => scope.locator('.msg-assistant:not(.msg-streaming)', { hasText: text });
+
+async function fork(page: Page, name: string): Promise<void> {
+  await page.getByRole('button', { name: 'New workspace' }).first().click();
+  await page.getByLabel('Name').fill(name);
+  await page.getByRole('button', { name: 'Create workspace' }).click();
+  await page.getByRole('list', { name: `Progress of ${name}` }).first().waitFor();
 }
 
 describe('dashboard', () => {
@@ -53,22 +81,22 @@ describe('dashboard', () => {
     const ctx = await browser.newContext();
     const page = await ctx.newPage();
     await page.goto(s.base);
-    await expect(page.getByText('Open Grove with your access link').waitFor()).resolves.toBeUndefined();
+    await page.getByText('Open Grove with your access link').waitFor();
     await ctx.close();
   });
 
-  it('a non-engineer talks in the default thread, watches the reply stream and finds it all after reload', async () => {
+  it('a non-engineer sends two messages in the default thread, watches the reply stream and finds both after reload', async () => {
     const page = await signedIn(1280);
     await page.getByLabel('Message').waitFor();
     await send(page, 'hello from the browser');
-    await page.locator('.msg-assistant:not(.msg-streaming)', { hasText: 'You said: "hello from the browser"' }).waitFor();
+    await reply(page, 'You said: "hello from the browser"').waitFor();
 
-    // A slow turn: the streamed text is visible before the reply is persisted, and sending waits.
+    // A slow turn: the streamed text is visible before the reply is persisted, and the button stops it.
     await send(page, 'sleep 2500');
     await page.locator('.msg-streaming').waitFor();
-    expect(await page.getByRole('button', { name: 'Working' }).isDisabled()).toBe(true);
-    await page.screenshot({ path: path.join(shots, 'default-thread-streaming.png') });
-    await page.locator('.msg-assistant:not(.msg-streaming)', { hasText: 'Slept for 2500 ms' }).waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'Stop the reply' }).waitFor();
+    await shot(page, 'default-thread-streaming');
+    await reply(page, 'Slept for 2500 ms').waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'Send' }).waitFor();
 
     const body = await page.locator('main').innerText();
@@ -76,51 +104,129 @@ describe('dashboard', () => {
 
     await page.reload();
     await page.locator('.msg-user', { hasText: 'hello from the browser' }).waitFor();
-    await page.locator('.msg-assistant', { hasText: 'Slept for 2500 ms' }).waitFor();
-    await page.screenshot({ path: path.join(shots, 'default-thread.png') });
+    await page.locator('.msg-user', { hasText: 'sleep 2500' }).waitFor();
+    await reply(page, 'Slept for 2500 ms').waitFor();
+    await shot(page, 'default-thread');
 
     const phone = await signedIn(390);
-    await phone.locator('.msg-assistant', { hasText: 'Slept for 2500 ms' }).waitFor();
-    await phone.screenshot({ path: path.join(shots, 'default-thread-390.png') });
+    await reply(phone, 'Slept for 2500 ms').waitFor();
+    await shot(phone, 'default-thread-390');
     await phone.context().close();
     await page.context().close();
   });
 
-  it('an engineer forks from the dialog, sees progress and the cap, and tears the workspace down', async () => {
+  it('an engineer forks two workspaces, streams in both tabs at once, stops a reply, hits the cap, tears one down and resumes the other after a restart', async () => {
+    t0 = Date.now();
     const page = await signedIn(1280);
     await page.goto(`${s.base}/workspaces`);
-    await page.getByText('1 / 2').waitFor();
+    await meter(page).getByText('1 / 3').waitFor();
+
+    // The fork dialog checks names with the server's schema, then shows the real lifecycle progress.
     await page.getByRole('button', { name: 'New workspace' }).click();
-
-    const name = page.getByLabel('Name');
-    await name.fill('Bad_Name');
+    await page.getByLabel('Name').fill('Bad_Name');
     await page.getByText('name must be lowercase').waitFor();
-    await name.fill('web-fork');
-    await page.getByLabel('First message (optional)').fill('hello from the fork dialog');
+    await page.getByLabel('Name').fill('alpha');
     await page.getByRole('button', { name: 'Create workspace' }).click();
-    await page.getByRole('list', { name: 'Progress of web-fork' }).first().waitFor();
-    await page.screenshot({ path: path.join(shots, 'fork-progress.png') });
-    await page.getByRole('link', { name: 'Open web-fork' }).waitFor({ timeout: 60_000 });
-    await page.getByText('First message sent.').waitFor();
-    await page.getByRole('button', { name: 'Close' }).click();
+    await page.getByRole('list', { name: 'Progress of alpha' }).first().waitFor();
+    await shot(page, 'fork-progress');
+    await page.getByRole('link', { name: 'Open alpha' }).click({ timeout: 60_000 });
+    await page.waitForURL('**/p/demo/w/alpha');
+    await pane(page, 'alpha').getByLabel('Message').waitFor();
 
-    // Two of two sandboxes: the fork button is disabled and says which workspaces to stop.
-    await page.getByText('2 / 2').waitFor({ timeout: 15_000 });
+    await page.getByRole('link', { name: 'All workspaces' }).click();
+    await fork(page, 'beta');
+    await page.getByRole('link', { name: 'Open beta' }).click({ timeout: 60_000 });
+    await pane(page, 'beta').getByLabel('Message').waitFor();
+    step('forked two');
+
+    // Both agents reply at the same time, each in its own tab; the hidden tab keeps streaming.
+    await send(pane(page, 'beta'), 'sleep 4000');
+    await pane(page, 'beta').locator('.msg-streaming').waitFor();
+    await tabLink(page, 'alpha').click();
+    await send(pane(page, 'alpha'), 'sleep 4000');
+    await pane(page, 'alpha').locator('.msg-streaming').waitFor();
+    expect(await pane(page, 'beta').locator('.msg-streaming').count()).toBe(1);
+    await tabLink(page, 'beta').locator('.tab-replying').waitFor();
+    await shot(page, 'workspaces-tabs');
+    await reply(pane(page, 'alpha'), 'Slept for 4000 ms').waitFor({ timeout: 30_000 });
+    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor({ state: 'attached', timeout: 30_000 });
+
+    // A draft stays with its tab.
+    await pane(page, 'alpha').getByLabel('Message').fill('a draft for alpha');
+    await tabLink(page, 'beta').click();
+    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor();
+    await tabLink(page, 'alpha').click();
+    expect(await pane(page, 'alpha').getByLabel('Message').inputValue()).toBe('a draft for alpha');
+
+    // The stop button ends a running turn.
+    await tabLink(page, 'beta').click();
+    await send(pane(page, 'beta'), 'sleep 20000');
+    await pane(page, 'beta').locator('.msg-streaming').waitFor();
+    await pane(page, 'beta').getByRole('button', { name: 'Stop the reply' }).click();
+    await pane(page, 'beta').getByText('The reply was stopped.').waitFor({ timeout: 10_000 });
+    await pane(page, 'beta').getByRole('button', { name: 'Send' }).waitFor();
+    await shot(page, 'workspace-thread');
+    step('streamed and stopped');
+
+    // Three of three sandboxes: forking is disabled and says which workspaces to stop.
+    await page.getByRole('link', { name: 'All workspaces' }).click();
+    await meter(page).getByText('3 / 3').waitFor({ timeout: 15_000 });
     expect(await page.getByRole('button', { name: 'New workspace' }).first().isDisabled()).toBe(true);
-    await page.getByText('Stop or tear down one of: demo (default), web-fork.').waitFor();
-    await page.screenshot({ path: path.join(shots, 'workspaces-cap.png') });
+    await page.getByText(/All 3 sandboxes are in use \(3 running\)\. Stop or tear down one of: .*alpha/).waitFor();
+    await shot(page, 'workspaces-cap');
+    step('cap');
 
-    await page.getByRole('link', { name: 'web-fork' }).click();
-    await page.locator('.msg-assistant', { hasText: 'hello from the fork dialog' }).waitFor({ timeout: 30_000 });
-    await page.screenshot({ path: path.join(shots, 'workspace-thread.png') });
+    // Ctrl+K opens the resume picker anywhere.
+    await page.keyboard.press('Control+k');
+    const picker = page.getByRole('dialog', { name: 'Resume a workspace' });
+    await picker.getByRole('option', { name: /beta/ }).waitFor();
+    await picker.getByText('Agent: Slept for 4000 ms').first().waitFor();
+    await shot(page, 'resume-picker');
+    await page.keyboard.press('Escape');
 
-    await page.goto(`${s.base}/workspaces`);
-    await page.getByRole('button', { name: 'Tear down' }).click();
+    // Tear down alpha from its card: the confirmation says the branch is kept; its tab is closed by hand.
+    await card(page, 'alpha').getByRole('button', { name: 'Tear down' }).click();
     await page.getByText('is kept').waitFor();
-    await page.screenshot({ path: path.join(shots, 'teardown-confirm.png') });
+    await shot(page, 'teardown-confirm');
     await page.getByRole('dialog').getByRole('button', { name: 'Tear down' }).click();
-    await page.getByText('1 / 2').waitFor({ timeout: 30_000 });
-    expect(await page.getByRole('link', { name: 'web-fork' }).count()).toBe(0);
+    await meter(page).getByText('2 / 3').waitFor({ timeout: 30_000 });
+    await card(page, 'alpha').waitFor({ state: 'detached', timeout: 30_000 });
+    await page.getByRole('button', { name: 'Close tab alpha' }).click();
+    expect(await tabLink(page, 'alpha').count()).toBe(0);
+
+    // Stop beta, so resuming it after the restart has to start its sandbox again.
+    await card(page, 'beta').getByRole('button', { name: 'Stop' }).click();
+    await meter(page).getByText('1 / 3').waitFor({ timeout: 30_000 });
+
+    // Restart the server on the same home and port (same origin: the tabs in localStorage stay).
+    step('torn down and stopped');
+    const port = new URL(s.base).port;
+    await s.stop();
+    s = await serve(port);
+    await waitRunning(s, 'demo');
+    step('restarted');
+
+    // /resume typed in a composer (the default thread's) opens the picker; choosing beta reopens it in a tab.
+    await page.goto(`${s.base}/p/demo/w/default`);
+    await tabLink(page, 'beta').waitFor();
+    await send(pane(page, 'demo'), '/resume');
+    await picker.getByRole('option', { name: /beta/ }).waitFor();
+    await picker.getByText('Stopped: its files and conversation are kept').waitFor();
+    await picker.getByRole('combobox', { name: 'Find a workspace' }).fill('beta');
+    await page.keyboard.press('Enter');
+    await page.waitForURL('**/p/demo/w/beta');
+    await pane(page, 'beta').getByRole('list', { name: 'Progress of beta' }).waitFor();
+    await shot(page, 'reopen-progress');
+    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor({ timeout: 60_000 });
+    await pane(page, 'beta').locator('.msg-user', { hasText: 'sleep 20000' }).waitFor();
+    await pane(page, 'beta').getByText('The reply was stopped.').waitFor();
+    step('resumed');
+
+    const phone = await signedIn(390);
+    await phone.goto(`${s.base}/p/demo/w/beta`);
+    await reply(pane(phone, 'beta'), 'Slept for 4000 ms').waitFor();
+    await shot(phone, 'workspace-thread-390');
+    await phone.context().close();
     await page.context().close();
-  });
+  }, 240_000);
 });

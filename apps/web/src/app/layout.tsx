@@ -1,6 +1,7 @@
 // The root layout: document shell and the one global stylesheet.
 import type { Metadata, Viewport } from 'next';
 import type { ReactNode } from 'react';
+import { ResumeProvider } from '../components/Resume.tsx';
 import './globals.css';
 
 export const metadata: Metadata = {
@@ -24,7 +25,8 @@ export default function RootLayout({ children }: { children: ReactNode }) {
         <a href="#main" className="skip-link">
           Skip to content
         </a>
-        {children}
+        {/* The /resume picker and its Ctrl/Cmd+K shortcut work on every screen. */}
+        <ResumeProvider>{children}</ResumeProvider>
       </body>
     </html>
   );

@@ -5,13 +5,18 @@ import Link from 'next/link';
 import { useCallback, useEffect, useState, type ReactNode } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf, type ApiError } from '../lib/api.ts';
+import { capacityReason } from '../lib/capacity.ts';
+import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
-import { Notice, SignInNotice, Spinner } from './ui.tsx';
+import { useEventTrigger } from '../lib/use-events.ts';
+import { useLifecycleProgress } from '../lib/use-progress.ts';
+import { ForkSteps } from './ForkSteps.tsx';
+import { Notice, SignInNotice } from './ui.tsx';
 import { ThreadView, type Audience } from './ThreadView.tsx';
 
-/** States that change by themselves: re-check them, never faster than every 5 s. */
+/** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
 const SETTLING = new Set(['creating', 'tearing-down']);
-const RECHECK_MS = 5_000;
+const SAFETY_RECHECK_MS = 30_000;
 
 interface ConversationProps {
   slug: string;
@@ -20,15 +25,42 @@ interface ConversationProps {
   onWorkspace?: (w: Workspace) => void;
   /** Bumped by the parent after it changed the workspace (stop, reopen) so this view re-reads it. */
   revision?: number;
+  /** This conversation is the one on screen (tabs keep the others mounted but hidden). */
+  active?: boolean;
+  onBusyChange?: (busy: boolean) => void;
+  /** Engineers close the tab of a torn-down workspace from here. */
+  onCloseTab?: () => void;
 }
 
-export function Conversation({ slug, audience, onWorkspace, revision = 0 }: ConversationProps) {
+interface Reopen {
+  busy: boolean;
+  /** Events up to this id belong to earlier starts; the progress shown is this one's. */
+  since: number | null;
+  error: string | null;
+}
+
+/** Why a start was refused, with the way out when the cap is the reason. */
+async function explainStartError(e: unknown): Promise<string> {
+  if (!isApiError(e) || e.code !== 'capacity_reached') return messageOf(e);
+  const running = typeof e.body.running === 'number' ? e.body.running : 0;
+  const cap = typeof e.body.cap === 'number' ? e.body.cap : running;
+  try {
+    const { workspaces, capacity } = await api.listWorkspaces();
+    return capacityReason(capacity, workspaces);
+  } catch {
+    return capacityReason({ running, cap }, []);
+  }
+}
+
+export function Conversation({ slug, audience, onWorkspace, revision = 0, active = true, onBusyChange, onCloseTab }: ConversationProps) {
   const [workspace, setWorkspace] = useState<Workspace | null>(null);
   const [error, setError] = useState<ApiError | Error | null>(null);
-  const [reopening, setReopening] = useState(false);
-  const [reopenError, setReopenError] = useState<string | null>(null);
-  const elapsed = useElapsed(reopening);
+  const [reopen, setReopen] = useState<Reopen>({ busy: false, since: null, error: null });
+  const elapsed = useElapsed(reopen.busy);
   const engineer = audience === 'engineer';
+  const state = workspace?.state;
+  // Read while the workspace is not running, so the history is there before a start is asked for.
+  const watch = useLifecycleProgress(state && state !== 'running' ? slug : null, reopen.since === null ? {} : { since: reopen.since, op: 'start' });
 
   const show = useCallback(
     (w: Workspace) => {
@@ -51,25 +83,51 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
     void refresh();
   }, [refresh, revision]);
 
-  const state = workspace?.state;
+  // Someone stopped, started or tore it down (here, in another tab, from the CLI): read it again.
+  useEventTrigger((e) => e.slug === slug, () => void refresh());
+
   useEffect(() => {
     if (!state || !SETTLING.has(state)) return;
-    const t = setInterval(() => void refresh(), RECHECK_MS);
+    const t = setInterval(() => void refresh(), SAFETY_RECHECK_MS);
     return () => clearInterval(t);
   }, [state, refresh]);
 
-  const reopen = async () => {
-    setReopening(true);
-    setReopenError(null);
-    try {
-      show((await api.start(slug)).workspace);
-    } catch (e) {
-      setReopenError(messageOf(e));
-      void refresh();
-    } finally {
-      setReopening(false);
+  useEffect(() => {
+    if (state !== 'running') onBusyChange?.(false);
+  }, [state, onBusyChange]);
+
+  const start = useCallback(
+    async (since: number) => {
+      setReopen({ busy: true, since, error: null });
+      // The server reserves the slot at once; say so in the header before its event arrives.
+      if (workspace?.state === 'stopped') onWorkspace?.({ ...workspace, state: 'creating', failureReason: null });
+      try {
+        const { workspace: w } = await api.start(slug);
+        show(w);
+        setReopen((r) => ({ ...r, busy: false }));
+      } catch (e) {
+        const message = await explainStartError(e);
+        setReopen((r) => ({ ...r, busy: false, error: message }));
+        void refresh();
+      }
+    },
+    [slug, show, refresh, workspace, onWorkspace],
+  );
+
+  // "Open and start if stopped" (the URL, a new tab, /resume): done once the trail is read, so the
+  // progress shown is this start's and not the last one's.
+  const [nudge, setNudge] = useState(0);
+  useEffect(() => onStartRequest(() => setNudge((n) => n + 1)), []);
+  useEffect(() => {
+    if (!state || reopen.busy) return;
+    if (state !== 'stopped') {
+      // Running or starting already: the request is fulfilled; failed or gone cannot be started.
+      if (state !== 'creating') takeStart(slug);
+      return;
     }
-  };
+    if (!watch.loaded && !watch.error) return;
+    if (takeStart(slug)) void start(watch.lastId);
+  }, [state, slug, watch.loaded, watch.error, watch.lastId, reopen.busy, start, nudge]);
 
   if (error && isApiError(error) && error.status === 401) return <Centered><SignInNotice /></Centered>;
   if (error && isApiError(error) && error.status === 404) {
@@ -80,6 +138,13 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
           <p>
             <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>
           </p>
+          {onCloseTab ? (
+            <p>
+              <button className="btn" onClick={onCloseTab}>
+                Close this tab
+              </button>
+            </p>
+          ) : null}
         </Notice>
       </Centered>
     );
@@ -101,46 +166,72 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
     );
   }
 
-  const reopenButton = (label: string) => (
-    <button className="btn btn-primary" onClick={() => void reopen()} disabled={reopening}>
-      {reopening ? <Spinner /> : null}
-      {reopening ? `Reopening… ${elapsed} s` : label}
-    </button>
-  );
+  const steps = engineer ? <ForkSteps watch={watch} label={`Progress of ${workspace.isDefault ? workspace.project : workspace.name}`} /> : null;
+
+  if (workspace.state === 'running') {
+    return (
+      <ThreadView
+        key={slug}
+        slug={slug}
+        audience={audience}
+        active={active}
+        onBusyChange={onBusyChange}
+        onDisconnect={() => void refresh()}
+        emptyHint={engineer ? 'Send the first message to this workspace’s agent.' : 'Ask anything about this project. The agent can read and change its files, and will tell you what it did.'}
+      />
+    );
+  }
+
+  if (reopen.busy || workspace.state === 'creating') {
+    const reopening = reopen.busy || watch.op === 'start';
+    return (
+      <Centered>
+        <Notice
+          tone="wait"
+          title={engineer ? (reopening ? 'Reopening the workspace' : 'The workspace is starting') : 'Getting things ready'}
+        >
+          <p>
+            {engineer
+              ? 'Its sandbox and agent are coming up; the thread opens here as soon as it is running.'
+              : 'Waking up the agent. This takes a few seconds; the conversation opens by itself.'}
+            {reopen.busy ? <span className="muted"> {elapsed} s</span> : null}
+          </p>
+          {steps}
+          {watch.timedOut ? <p className="muted">This is taking longer than usual.</p> : null}
+        </Notice>
+      </Centered>
+    );
+  }
 
   switch (workspace.state) {
-    case 'running':
-      return (
-        <ThreadView
-          key={slug}
-          slug={slug}
-          audience={audience}
-          onDisconnect={() => void refresh()}
-          emptyHint={engineer ? 'Send the first message to this workspace’s agent.' : 'Ask anything about this project. The agent can read and change its files, and will tell you what it did.'}
-        />
-      );
-    case 'creating':
+    case 'stopped': {
+      const failedBefore = reopen.error ?? (watch.failed && reopen.since !== null ? watch.failed : null);
       return (
         <Centered>
-          <Notice tone="wait" title={engineer ? 'The workspace is starting' : 'Getting things ready'}>
-            <p>{engineer ? 'Its sandbox and agent are coming up; this view opens the thread as soon as it is running.' : 'This takes a few seconds. The conversation opens by itself.'}</p>
-          </Notice>
-        </Centered>
-      );
-    case 'stopped':
-      return (
-        <Centered>
-          <Notice tone="info" title={engineer ? 'This workspace is stopped' : 'This conversation is paused'} actions={reopenButton('Reopen')}>
+          <Notice
+            tone={failedBefore ? 'error' : 'info'}
+            title={failedBefore ? (engineer ? 'The workspace could not be reopened' : 'The conversation could not be reopened') : engineer ? 'This workspace is stopped' : 'This conversation is paused'}
+            actions={
+              <button className="btn btn-primary" onClick={() => void start(watch.lastId)}>
+                {failedBefore ? 'Try again' : 'Reopen'}
+              </button>
+            }
+          >
             <p>
               {engineer
                 ? 'Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.'
                 : 'It was put to sleep to save resources. Everything is kept: reopen it to carry on where you left off.'}
             </p>
-            {reopening ? <p className="muted">Waking up the agent. This usually takes a few seconds.</p> : null}
-            {reopenError ? <p className="error-text" role="alert">{reopenError}</p> : null}
+            {failedBefore ? (
+              <p className="error-text" role="alert">
+                {failedBefore}
+              </p>
+            ) : null}
+            {failedBefore && reopen.since !== null ? steps : null}
           </Notice>
         </Centered>
       );
+    }
     case 'failed':
       // The server does not restart a failed workspace (it answers "tear it down and fork again").
       return (
@@ -183,7 +274,17 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0 }: Conv
     case 'gone':
       return (
         <Centered>
-          <Notice tone="empty" title={engineer ? 'This workspace was torn down' : 'This conversation was closed'}>
+          <Notice
+            tone="empty"
+            title={engineer ? 'This workspace was torn down' : 'This conversation was closed'}
+            actions={
+              onCloseTab ? (
+                <button className="btn" onClick={onCloseTab}>
+                  Close this tab
+                </button>
+              ) : undefined
+            }
+          >
             <p>{engineer ? `Its branch ${workspace.branch} is kept.` : 'Its history is archived.'}</p>
             <p>
               <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>

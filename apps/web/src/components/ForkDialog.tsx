@@ -6,7 +6,7 @@ import { useEffect, useId, useRef, useState, type FormEvent } from 'react';
 import { forkRequestSchema, workspaceNameSchema, type Project, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { capacityReason, workspaceHref } from '../lib/capacity.ts';
-import { useForkProgress } from '../lib/use-fork-progress.ts';
+import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { Modal } from './Dialog.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 
@@ -16,6 +16,8 @@ interface ForkDialogProps {
   onClose: () => void;
   /** The list should be read again (a workspace appeared, started or failed). */
   onChanged: () => void;
+  /** The fork was accepted: its tab opens next to the others and shows the progress too. */
+  onStarted?: (slug: string) => void;
 }
 
 interface Started {
@@ -31,7 +33,7 @@ function firstIssue(r: { success: boolean; error?: { issues: Array<{ message: st
   return r.error?.issues[0]?.message ?? 'invalid value';
 }
 
-export function ForkDialog({ projects, workspaces, onClose, onChanged }: ForkDialogProps) {
+export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted }: ForkDialogProps) {
   const [project, setProject] = useState(projects[0]?.name ?? '');
   const [name, setName] = useState('');
   const [from, setFrom] = useState('');
@@ -62,6 +64,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged }: ForkDia
     try {
       const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}) });
       setStarted({ project, name, slug: workspace.slug, message: message.trim() });
+      onStarted?.(workspace.slug);
       onChanged();
     } catch (err) {
       if (isApiError(err) && err.code === 'capacity_reached') {
@@ -182,7 +185,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged }: ForkDia
 }
 
 function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: Started; onChanged: () => void; onRetry: () => void; onClose: () => void }) {
-  const watch = useForkProgress(started.slug);
+  const watch = useLifecycleProgress(started.slug, { op: 'fork' });
   const [firstMessage, setFirstMessage] = useState<'idle' | 'sending' | 'sent' | string>('idle');
   const sentOnce = useRef(false);
   const finished = watch.done || watch.failed !== null;
@@ -238,7 +241,8 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
           Close
         </button>
         {watch.done ? (
-          <Link className="btn btn-primary" href={href} autoFocus>
+          // Opening it puts it in a tab; the dialog belongs to the list, which the tab replaces.
+          <Link className="btn btn-primary" href={href} autoFocus onClick={onClose}>
             Open {started.name}
           </Link>
         ) : null}

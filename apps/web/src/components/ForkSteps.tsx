@@ -1,12 +1,11 @@
-// The fork's phases as a checklist, from the real lifecycle events.
-import { PHASES } from '../lib/progress.ts';
-import type { ForkWatch } from '../lib/use-fork-progress.ts';
+// A fork's or a reopen's phases as a checklist, from the real lifecycle events.
+import type { ProgressWatch } from '../lib/use-progress.ts';
 import { Spinner } from './ui.tsx';
 
-export function ForkSteps({ watch, label }: { watch: ForkWatch; label: string }) {
+export function ForkSteps({ watch, label }: { watch: ProgressWatch; label: string }) {
   return (
     <ol className="steps" aria-label={label}>
-      {PHASES.map((p, i) => {
+      {watch.phases.map((p, i) => {
         const done = i < watch.reached;
         const failed = !done && watch.failed !== null && i === watch.reached;
         const active = !done && !failed && i === watch.reached && !watch.timedOut;

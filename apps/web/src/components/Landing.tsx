@@ -5,10 +5,13 @@ import Link from 'next/link';
 import { useCallback, useEffect, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
+import { useEventTrigger } from '../lib/use-events.ts';
 import { Conversation } from './Conversation.tsx';
+import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice } from './ui.tsx';
 
-const RECHECK_MS = 5_000;
+/** Lifecycle events say when the project appears; this slow re-read covers a feed that is down. */
+const RECHECK_MS = 15_000;
 
 type Found = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'none' } | { kind: 'found'; workspace: Workspace };
 
@@ -37,6 +40,7 @@ export function Landing() {
 
   // The server sets the project up in the background at first start; look again until it is there.
   const waiting = found.kind === 'none' || found.kind === 'error';
+  useEventTrigger(() => true, () => void look(), waiting);
   useEffect(() => {
     if (!waiting) return;
     const t = setInterval(() => void look(), RECHECK_MS);
@@ -45,9 +49,12 @@ export function Landing() {
 
   const project = found.kind === 'found' ? found.workspace.project : null;
   const nav = (
-    <Link href="/workspaces" className="navlink">
-      Workspaces
-    </Link>
+    <>
+      <ResumeButton />
+      <Link href="/workspaces" className="navlink">
+        Workspaces
+      </Link>
+    </>
   );
 
   return (
@@ -64,7 +71,7 @@ export function Landing() {
         <div className="centered">
           <Notice tone="error" title="Grove could not be reached" actions={<button className="btn" onClick={() => void look()}>Try again</button>}>
             <p>{found.message}</p>
-            <p className="muted">Trying again every few seconds.</p>
+            <p className="muted">Grove keeps trying by itself.</p>
           </Notice>
         </div>
       ) : found.kind === 'none' ? (

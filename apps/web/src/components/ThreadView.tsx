@@ -2,9 +2,13 @@
 'use client';
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState, type KeyboardEvent } from 'react';
+import { parseSlug } from '@grove/contracts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
+import { isResumeCommand, RESUME_COMMAND } from '../lib/resume.ts';
 import { toItems, type ThreadItem } from '../lib/thread-state.ts';
 import { useThread, type SendResult } from '../lib/use-thread.ts';
 import { clockTime } from '../lib/time.ts';
+import { useResume } from './Resume.tsx';
 import { Notice, Spinner } from './ui.tsx';
 
 export type Audience = 'everyone' | 'engineer';
@@ -16,16 +20,36 @@ interface ThreadViewProps {
   onDisconnect?: () => void;
   /** What an empty thread invites the reader to do. */
   emptyHint: string;
+  /** This thread is the one on screen; tabs keep the others mounted (and streaming) but hidden. */
+  active?: boolean;
+  /** A turn started or ended, for the tab's "replying" mark. */
+  onBusyChange?: (busy: boolean) => void;
 }
 
 /** Within this many pixels of the bottom, new content keeps the view pinned to the end. */
 const STICK_PX = 96;
 
-export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadViewProps) {
+export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = true, onBusyChange }: ThreadViewProps) {
   const { state, connection, loadError, send } = useThread(slug, onDisconnect);
   const items = useMemo(() => toItems(state), [state]);
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
+  /** Where the reader left the thread, restored when its tab comes back (a hidden element loses its scroll offset). */
+  const savedTop = useRef<number | null>(null);
+
+  useLayoutEffect(() => {
+    const el = scroller.current;
+    if (!active || !el) return;
+    if (stick.current) el.scrollTop = el.scrollHeight;
+    else if (savedTop.current !== null) el.scrollTop = savedTop.current;
+  }, [active]);
+
+  const onBusyRef = useRef(onBusyChange);
+  onBusyRef.current = onBusyChange;
+  useEffect(() => {
+    onBusyRef.current?.(state.busy);
+  }, [state.busy]);
+  useEffect(() => () => onBusyRef.current?.(false), []);
 
   useLayoutEffect(() => {
     const el = scroller.current;
@@ -51,7 +75,10 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadVi
 
   const onScroll = () => {
     const el = scroller.current;
-    if (el) stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_PX;
+    // Hiding a tab resets its offset and fires a scroll; that is not the reader moving.
+    if (!el || !active) return;
+    stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < STICK_PX;
+    savedTop.current = el.scrollTop;
   };
 
   const waiting = state.busy && !state.draft;
@@ -98,7 +125,7 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint }: ThreadVi
           ) : null}
         </ol>
       </div>
-      <Composer slug={slug} busy={state.busy || sending} onSend={sendAndFollow} />
+      <Composer slug={slug} audience={audience} turnRunning={state.busy && !sending} sending={sending} onSend={sendAndFollow} />
     </div>
   );
 }
@@ -185,10 +212,26 @@ function formatJson(v: unknown): string {
 
 const draftKey = (slug: string) => `grove:draft:${slug}`;
 
-function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend: (text: string) => Promise<SendResult> }) {
+type StopState = 'idle' | 'stopping';
+
+interface ComposerProps {
+  slug: string;
+  audience: Audience;
+  /** A reply is being written: the button stops it, and sending waits until it ends. */
+  turnRunning: boolean;
+  /** A message is on its way to the agent. */
+  sending: boolean;
+  onSend: (text: string) => Promise<SendResult>;
+}
+
+function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProps) {
   const [text, setText] = useState('');
   const [error, setError] = useState<string | null>(null);
+  const [stop, setStop] = useState<StopState>('idle');
   const area = useRef<HTMLTextAreaElement>(null);
+  const resume = useResume();
+  const busy = turnRunning || sending;
+  const command = isResumeCommand(text);
 
   // The draft survives a reload or switching away; read after mount so server and client render alike.
   useEffect(() => {
@@ -200,6 +243,11 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
     else window.sessionStorage.removeItem(draftKey(slug));
   }, [slug, text]);
 
+  // The stop request is done once the turn has ended (its turn_end line arrived).
+  useEffect(() => {
+    if (!turnRunning) setStop('idle');
+  }, [turnRunning]);
+
   // Grow with the text up to a limit; the rest scrolls.
   useLayoutEffect(() => {
     const el = area.current;
@@ -209,6 +257,13 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
   }, [text, busy]);
 
   const submit = async () => {
+    // A command, not a message: it works while a reply is being written too.
+    if (isResumeCommand(text)) {
+      setText('');
+      setError(null);
+      resume.open(parseSlug(slug).project);
+      return;
+    }
     const message = text.trim();
     if (!message || busy) return;
     setError(null);
@@ -220,6 +275,19 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
     setError(r.error ?? 'The message was not sent.');
   };
 
+  const stopTurn = async () => {
+    setStop('stopping');
+    setError(null);
+    try {
+      await api.cancelTurn(slug);
+    } catch (e) {
+      // 409: the reply ended by itself in the meantime, which is what the reader wanted anyway.
+      if (isApiError(e) && e.status === 409) return;
+      setStop('idle');
+      setError(`The reply could not be stopped: ${messageOf(e)}`);
+    }
+  };
+
   const onKeyDown = (e: KeyboardEvent<HTMLTextAreaElement>) => {
     if (e.key !== 'Enter' || e.shiftKey || e.nativeEvent.isComposing) return;
     e.preventDefault();
@@ -227,6 +295,12 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
   };
 
   const hintId = `composer-hint-${slug}`;
+  const switchHint = audience === 'engineer' ? 'switch workspace' : 'open another conversation';
+  const hint = command
+    ? `Press Enter to open the ${RESUME_COMMAND} picker.`
+    : turnRunning
+      ? 'The agent is replying. Stop it, or write your next message meanwhile.'
+      : `Enter to send, Shift+Enter for a new line. ${RESUME_COMMAND} or Ctrl+K to ${switchHint}.`;
   return (
     <form
       className="composer"
@@ -254,13 +328,20 @@ function Composer({ slug, busy, onSend }: { slug: string; busy: boolean; onSend:
           onKeyDown={onKeyDown}
           aria-describedby={hintId}
         />
-        <button type="submit" className="btn btn-primary" disabled={busy || !text.trim()}>
-          {busy ? <Spinner /> : null}
-          {busy ? 'Working' : 'Send'}
-        </button>
+        {turnRunning && !command ? (
+          <button type="button" className="btn btn-stop" onClick={() => void stopTurn()} disabled={stop === 'stopping'} aria-label="Stop the reply">
+            {stop === 'stopping' ? <Spinner /> : <span className="stop-mark" aria-hidden="true" />}
+            {stop === 'stopping' ? 'Stopping…' : 'Stop'}
+          </button>
+        ) : (
+          <button type="submit" className="btn btn-primary" disabled={!command && (busy || !text.trim())}>
+            {sending && !command ? <Spinner /> : null}
+            {command ? 'Open' : sending ? 'Sending' : 'Send'}
+          </button>
+        )}
       </div>
       <p className="composer-hint" id={hintId}>
-        {busy ? 'The agent is replying; send is available again when it is done.' : 'Enter to send, Shift+Enter for a new line.'}
+        {hint}
       </p>
     </form>
   );

@@ -7,7 +7,7 @@ import type { Workspace } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
 import { workspaceHref } from '../lib/capacity.ts';
 import { relativeTime } from '../lib/time.ts';
-import { useForkProgress } from '../lib/use-fork-progress.ts';
+import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { ConfirmDialog } from './Dialog.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
@@ -142,6 +142,6 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
 }
 
 function CreatingSteps({ slug, name }: { slug: string; name: string }) {
-  const watch = useForkProgress(slug);
+  const watch = useLifecycleProgress(slug);
   return <ForkSteps watch={watch} label={`Progress of ${name}`} />;
 }

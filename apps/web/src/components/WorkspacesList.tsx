@@ -1,103 +1,51 @@
-// The engineer view: every workspace as a card, the capacity meter, and the fork dialog.
+// The list tab of the engineer view: every workspace as a card, the capacity meter, and the fork dialog.
 'use client';
 
-import Link from 'next/link';
-import { useCallback, useEffect, useState } from 'react';
+import { useEffect, useState } from 'react';
 import type { Capacity, ListWorkspacesResponse, Project, Workspace } from '@grove/contracts';
-import { api, isApiError, messageOf } from '../lib/api.ts';
+import { api } from '../lib/api.ts';
 import { byActivity, capacityReason, isFull } from '../lib/capacity.ts';
+import type { UseWorkspaces } from '../lib/use-workspaces.ts';
 import { ForkDialog } from './ForkDialog.tsx';
-import { Notice, Shell, SignInNotice } from './ui.tsx';
+import { Notice } from './ui.tsx';
 import { WorkspaceCard } from './WorkspaceCard.tsx';
 
-/** The issue allows no polling loop faster than this; a live event feed will replace it. */
-const REFRESH_MS = 5_000;
-
-type Load = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'ready'; data: ListWorkspacesResponse };
-
-export function WorkspacesView() {
-  const [load, setLoad] = useState<Load>({ kind: 'loading' });
+/** The list and its live state come from the cockpit, which shares them with the tab strip. */
+export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked }: { workspaces: UseWorkspaces; onForked?: (slug: string) => void }) {
   const [projects, setProjects] = useState<Project[]>([]);
   const [forking, setForking] = useState(false);
-  // A failed refresh keeps the last good list on screen and says so, instead of blanking it.
-  const [stale, setStale] = useState<string | null>(null);
-
-  const refresh = useCallback(async () => {
-    try {
-      const data = await api.listWorkspaces();
-      setLoad({ kind: 'ready', data });
-      setStale(null);
-    } catch (e) {
-      if (isApiError(e) && e.status === 401) {
-        setLoad({ kind: 'signin' });
-        return;
-      }
-      setLoad((prev) => (prev.kind === 'ready' ? prev : { kind: 'error', message: messageOf(e) }));
-      setStale(messageOf(e));
-    }
-  }, []);
-
-  const onChanged = useCallback(() => void refresh(), [refresh]);
+  const onChanged = () => void refresh();
 
   useEffect(() => {
-    void refresh();
     api.listProjects().then(
       (r) => setProjects(r.projects),
       () => setProjects([]),
     );
-    const t = setInterval(() => {
-      if (!document.hidden) void refresh();
-    }, REFRESH_MS);
-    const onVisible = () => {
-      if (!document.hidden) void refresh();
-    };
-    document.addEventListener('visibilitychange', onVisible);
-    return () => {
-      clearInterval(t);
-      document.removeEventListener('visibilitychange', onVisible);
-    };
-  }, [refresh]);
-
-  const nav = (
-    <Link href="/" className="navlink">
-      Conversation
-    </Link>
-  );
+  }, []);
 
   return (
-    <Shell title="Workspaces" subtitle="Agents working side by side, each on its own branch" nav={nav}>
-      <div className="page">
-        {load.kind === 'signin' ? (
-          <div className="centered">
-            <SignInNotice />
-          </div>
-        ) : load.kind === 'error' ? (
-          <div className="centered">
-            <Notice tone="error" title="The workspaces could not be loaded" actions={<button className="btn" onClick={() => void refresh()}>Try again</button>}>
-              <p>{load.message}</p>
-            </Notice>
-          </div>
-        ) : load.kind === 'loading' ? (
-          <Loading />
-        ) : (
-          <Ready
-            data={load.data}
-            projects={projects}
-            stale={stale}
-            onFork={() => setForking(true)}
-            onChanged={onChanged}
-          />
-        )}
-      </div>
+    <div className="page">
+      {load.kind === 'error' ? (
+        <div className="centered">
+          <Notice tone="error" title="The workspaces could not be loaded" actions={<button className="btn" onClick={() => void refresh()}>Try again</button>}>
+            <p>{load.message}</p>
+          </Notice>
+        </div>
+      ) : load.kind === 'ready' ? (
+        <Ready data={load.data} projects={projects} stale={stale} onFork={() => setForking(true)} onChanged={onChanged} />
+      ) : (
+        <Loading />
+      )}
       {forking && load.kind === 'ready' ? (
         <ForkDialog
           projects={projects.length ? projects : projectsFrom(load.data.workspaces)}
           workspaces={load.data.workspaces}
           onClose={() => setForking(false)}
           onChanged={onChanged}
+          onStarted={onForked}
         />
       ) : null}
-    </Shell>
+    </div>
   );
 }
 

@@ -1,9 +1,8 @@
-// `/workspaces`: the engineer view.
+// `/workspaces`: the engineer view with the list tab active (the layout's cockpit renders it).
 import type { Metadata } from 'next';
-import { WorkspacesView } from '../../components/WorkspacesView.tsx';
 
 export const metadata: Metadata = { title: 'Workspaces · Grove' };
 
 export default function WorkspacesPage() {
-  return <WorkspacesView />;
+  return null;
 }

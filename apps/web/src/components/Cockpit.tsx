@@ -1,0 +1,190 @@
+// The engineer view: the list and the open workspaces as tabs. It lives in the layout shared by
+// /workspaces and /p/<project>/w/<name>, so switching tabs is a client navigation that keeps every
+// opened tab mounted: its stream keeps running, and its scroll and draft stay as they were.
+'use client';
+
+import Link from 'next/link';
+import { usePathname, useRouter } from 'next/navigation';
+import { useCallback, useEffect, useRef, useState } from 'react';
+import { parseSlug, type Workspace, type WorkspaceState } from '@grove/contracts';
+import { isFull, workspaceHref } from '../lib/capacity.ts';
+import { requestStart } from '../lib/start-intents.ts';
+import { closeTab, loadTabs, neighbourOf, openTab, routeOf, saveTabs } from '../lib/tabs.ts';
+import { useWorkspaces } from '../lib/use-workspaces.ts';
+import { ResumeButton } from './Resume.tsx';
+import { Notice, Shell, SignInNotice, Spinner } from './ui.tsx';
+import { WorkspacePane } from './WorkspacePane.tsx';
+import { WorkspacesList } from './WorkspacesList.tsx';
+
+const hrefOf = (slug: string) => workspaceHref(parseSlug(slug));
+const titleOf = (slug: string) => {
+  const { project, name } = parseSlug(slug);
+  return name === 'default' ? project : name;
+};
+
+export function Cockpit() {
+  const pathname = usePathname();
+  const router = useRouter();
+  const route = routeOf(pathname);
+  const activeSlug = route.kind === 'workspace' ? route.slug : null;
+  const workspaces = useWorkspaces();
+  const { load } = workspaces;
+  const [tabs, setTabs] = useState<string[]>([]);
+  const [restored, setRestored] = useState(false);
+  // Tabs are mounted the first time they are shown, not all at once after a reload.
+  const [mounted, setMounted] = useState<string[]>([]);
+  const mountedRef = useRef(new Set<string>());
+  const [busy, setBusy] = useState<Record<string, boolean>>({});
+  const pruned = useRef(false);
+
+  // localStorage exists only in the browser: restore after mount so server and client render alike.
+  useEffect(() => {
+    setTabs(loadTabs());
+    setRestored(true);
+  }, []);
+  useEffect(() => {
+    if (restored) saveTabs(tabs);
+  }, [tabs, restored]);
+
+  useEffect(() => {
+    if (!activeSlug || !restored) return;
+    setTabs((t) => openTab(t, activeSlug));
+    if (mountedRef.current.has(activeSlug)) return;
+    mountedRef.current.add(activeSlug);
+    setMounted([...mountedRef.current]);
+    // Opening a workspace by its address reopens it: the conversation starts it if it is stopped.
+    requestStart(activeSlug);
+  }, [activeSlug, restored]);
+
+  // Tabs restored from an earlier visit whose workspace is gone by now are dropped once, quietly.
+  useEffect(() => {
+    if (pruned.current || !restored || load.kind !== 'ready') return;
+    pruned.current = true;
+    const live = new Set(load.data.workspaces.filter((w) => w.state !== 'gone').map((w) => w.slug));
+    setTabs((t) => t.filter((s) => live.has(s) || s === activeSlug));
+  }, [load, restored, activeSlug]);
+
+  const onBusyChange = useCallback((slug: string, b: boolean) => {
+    setBusy((prev) => (Boolean(prev[slug]) === b ? prev : { ...prev, [slug]: b }));
+  }, []);
+
+  const tabsRef = useRef(tabs);
+  tabsRef.current = tabs;
+  const activeRef = useRef(activeSlug);
+  activeRef.current = activeSlug;
+  const onClose = useCallback(
+    (slug: string) => {
+      const next = neighbourOf(tabsRef.current, slug);
+      setTabs((t) => closeTab(t, slug));
+      mountedRef.current.delete(slug);
+      setMounted([...mountedRef.current]);
+      // Closing a tab only closes the view: the workspace keeps running.
+      if (slug === activeRef.current) router.push(next ? hrefOf(next) : '/workspaces');
+    },
+    [router],
+  );
+
+  const onForked = useCallback((slug: string) => setTabs((t) => openTab(t, slug)), []);
+
+  const list = load.kind === 'ready' ? load.data.workspaces : [];
+  const nav = (
+    <>
+      <ResumeButton />
+      <Link href="/" className="navlink">
+        Conversation
+      </Link>
+    </>
+  );
+
+  if (load.kind === 'signin') {
+    return (
+      <Shell title="Workspaces" nav={nav}>
+        <div className="centered">
+          <SignInNotice />
+        </div>
+      </Shell>
+    );
+  }
+
+  const capacity = load.kind === 'ready' ? load.data.capacity : null;
+  const subtitle = capacity
+    ? `${capacity.running} / ${capacity.cap} sandboxes running${isFull(capacity) ? ' (full)' : ''}`
+    : 'Agents working side by side, each on its own branch';
+
+  return (
+    <Shell title="Workspaces" subtitle={subtitle} nav={nav} fill>
+      <TabStrip tabs={tabs} active={activeSlug} list={list} busy={busy} onClose={onClose} listActive={route.kind === 'list'} />
+      <div className="panes">
+        <section className="pane pane-list" hidden={route.kind !== 'list'} aria-label="All workspaces">
+          <WorkspacesList workspaces={workspaces} onForked={onForked} />
+        </section>
+        {mounted.map((slug) => (
+          <section key={slug} className="pane" hidden={slug !== activeSlug} aria-label={`Workspace ${titleOf(slug)}`}>
+            <WorkspacePane slug={slug} active={slug === activeSlug} onBusyChange={onBusyChange} onClose={onClose} />
+          </section>
+        ))}
+        {route.kind === 'invalid' || route.kind === 'other' ? (
+          <section className="pane">
+            <div className="centered">
+              <Notice tone="empty" title="This address does not name a workspace">
+                <p>
+                  Workspace addresses look like <code>/p/demo/w/fix-login</code>. <Link href="/workspaces">See all workspaces</Link>.
+                </p>
+              </Notice>
+            </div>
+          </section>
+        ) : null}
+      </div>
+    </Shell>
+  );
+}
+
+interface TabStripProps {
+  tabs: string[];
+  active: string | null;
+  listActive: boolean;
+  list: Workspace[];
+  busy: Record<string, boolean>;
+  onClose: (slug: string) => void;
+}
+
+function TabStrip({ tabs, active, listActive, list, busy, onClose }: TabStripProps) {
+  const stateOf = (slug: string): WorkspaceState | null => list.find((w) => w.slug === slug && w.state !== 'gone')?.state ?? null;
+  const activeRef = useRef<HTMLLIElement>(null);
+  // The active tab is scrolled into view on narrow screens, where the strip scrolls sideways.
+  useEffect(() => {
+    activeRef.current?.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+  }, [active]);
+
+  return (
+    <nav className="tabs" aria-label="Open workspaces">
+      <ul className="tabs-list">
+        <li className={listActive ? 'tab tab-active' : 'tab'}>
+          <Link href="/workspaces" className="tab-link" aria-current={listActive ? 'page' : undefined}>
+            All workspaces
+          </Link>
+        </li>
+        {tabs.map((slug) => {
+          const state = stateOf(slug);
+          const isActive = slug === active;
+          const title = titleOf(slug);
+          const replying = busy[slug] === true;
+          const status = replying ? 'replying' : state === 'creating' ? 'starting' : (state ?? 'closed');
+          return (
+            <li key={slug} className={isActive ? 'tab tab-active' : 'tab'} ref={isActive ? activeRef : undefined}>
+              <Link href={hrefOf(slug)} className="tab-link" aria-current={isActive ? 'page' : undefined} title={`${title}: ${status}`}>
+                {state === 'creating' ? <Spinner /> : <span className={`tab-dot tab-dot-${state ?? 'gone'}`} aria-hidden="true" />}
+                <span className="tab-name">{title}</span>
+                {replying ? <span className="tab-replying" aria-hidden="true" /> : null}
+                <span className="sr-only"> ({status})</span>
+              </Link>
+              <button type="button" className="tab-close" onClick={() => onClose(slug)} aria-label={`Close tab ${title}`} title="Close the tab (the workspace keeps running)">
+                <span aria-hidden="true">×</span>
+              </button>
+            </li>
+          );
+        })}
+      </ul>
+    </nav>
+  );
+}

@@ -1,0 +1,263 @@
+// /resume: a picker of the project's workspaces, most recent first, opened by typing /resume in a
+// composer, by Ctrl/Cmd+K anywhere, or by the Resume button. Choosing one opens it in a tab and starts
+// it when it is stopped.
+'use client';
+
+import { usePathname, useRouter } from 'next/navigation';
+import { createContext, useCallback, useContext, useEffect, useId, useMemo, useRef, useState, type KeyboardEvent, type ReactNode } from 'react';
+import type { Workspace } from '@grove/contracts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
+import { workspaceHref } from '../lib/capacity.ts';
+import { lastMessage, matchesQuery, resumeCandidates } from '../lib/resume.ts';
+import { requestStart } from '../lib/start-intents.ts';
+import { routeOf } from '../lib/tabs.ts';
+import { relativeTime } from '../lib/time.ts';
+import { Modal } from './Dialog.tsx';
+import { Spinner, StateBadge } from './ui.tsx';
+
+interface ResumeApi {
+  /** Opens the picker, limited to one project when given (the composer's own). */
+  open(project?: string | null): void;
+}
+
+const ResumeContext = createContext<ResumeApi>({ open: () => {} });
+
+export function useResume(): ResumeApi {
+  return useContext(ResumeContext);
+}
+
+/** Last messages are read from running workspaces only (a stopped one has no backend to ask), and from a few. */
+const MAX_THREAD_READS = 8;
+
+export function ResumeProvider({ children }: { children: ReactNode }) {
+  const [target, setTarget] = useState<{ project: string | null } | null>(null);
+  const router = useRouter();
+  const pathname = usePathname();
+  const pathProject = useMemo(() => {
+    const r = routeOf(pathname);
+    return r.kind === 'workspace' ? r.project : null;
+  }, [pathname]);
+
+  const open = useCallback((project?: string | null) => setTarget({ project: project ?? null }), []);
+  const openRef = useRef(pathProject);
+  openRef.current = pathProject;
+
+  useEffect(() => {
+    const onKey = (e: globalThis.KeyboardEvent) => {
+      if (!(e.ctrlKey || e.metaKey) || e.altKey || e.shiftKey || e.key.toLowerCase() !== 'k') return;
+      // Another dialog (fork, teardown) has the keyboard; do not stack a second one on top.
+      if (document.querySelector('dialog[open]')) return;
+      e.preventDefault();
+      setTarget({ project: openRef.current });
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, []);
+
+  const choose = useCallback(
+    (w: Workspace) => {
+      setTarget(null);
+      // Whichever conversation shows it (an open tab, or the one the URL is about to mount) starts it.
+      if (w.state === 'stopped') requestStart(w.slug);
+      router.push(workspaceHref(w));
+    },
+    [router],
+  );
+
+  const value = useMemo(() => ({ open }), [open]);
+  return (
+    <ResumeContext.Provider value={value}>
+      {children}
+      {target ? <ResumePicker project={target.project} onChoose={choose} onClose={() => setTarget(null)} /> : null}
+    </ResumeContext.Provider>
+  );
+}
+
+/** The shortcut as this platform writes it; decided after mount so server and browser render alike. */
+function useShortcutLabel(): string {
+  const [label, setLabel] = useState('Ctrl K');
+  useEffect(() => {
+    if (/Mac|iPhone|iPad/.test(navigator.platform)) setLabel('⌘ K');
+  }, []);
+  return label;
+}
+
+export function ResumeButton() {
+  const { open } = useResume();
+  const pathname = usePathname();
+  const shortcut = useShortcutLabel();
+  const r = routeOf(pathname);
+  return (
+    <button type="button" className="navlink navbutton" onClick={() => open(r.kind === 'workspace' ? r.project : null)} aria-keyshortcuts="Control+K Meta+K">
+      Resume <kbd className="kbd">{shortcut}</kbd>
+    </button>
+  );
+}
+
+type Load = { kind: 'loading' } | { kind: 'error'; message: string } | { kind: 'ready'; list: Workspace[] };
+type Last = Record<string, { who: 'user' | 'agent'; text: string } | null>;
+
+function ResumePicker({ project, onChoose, onClose }: { project: string | null; onChoose: (w: Workspace) => void; onClose: () => void }) {
+  const [load, setLoad] = useState<Load>({ kind: 'loading' });
+  const [last, setLast] = useState<Last>({});
+  const [query, setQuery] = useState('');
+  const [active, setActive] = useState(0);
+  const ids = { list: useId(), help: useId() };
+
+  const read = useCallback(async () => {
+    setLoad({ kind: 'loading' });
+    try {
+      const { workspaces } = await api.listWorkspaces();
+      const list = resumeCandidates(workspaces, project);
+      setLoad({ kind: 'ready', list });
+      const running = list.filter((w) => w.state === 'running').slice(0, MAX_THREAD_READS);
+      await Promise.all(
+        running.map(async (w) => {
+          try {
+            const { lines } = await api.thread(w.slug);
+            setLast((prev) => ({ ...prev, [w.slug]: lastMessage(lines) }));
+          } catch {
+            // The quote is a nicety; the row is still there without it.
+          }
+        }),
+      );
+    } catch (e) {
+      setLoad({ kind: 'error', message: isApiError(e) && e.status === 401 ? 'Open Grove with your access link first.' : messageOf(e) });
+    }
+  }, [project]);
+
+  useEffect(() => {
+    void read();
+  }, [read]);
+
+  const shown = load.kind === 'ready' ? load.list.filter((w) => matchesQuery(w, query)) : [];
+  const current = Math.min(active, Math.max(0, shown.length - 1));
+  const optionId = (slug: string) => `${ids.list}-${slug}`;
+  const activeSlug = shown[current]?.slug;
+
+  useEffect(() => {
+    if (!activeSlug) return;
+    // The highlighted row stays in view while the arrows move past the list's edge.
+    document.getElementById(`${ids.list}-${activeSlug}`)?.scrollIntoView({ block: 'nearest' });
+  }, [activeSlug, ids.list]);
+
+  const onKeyDown = (e: KeyboardEvent<HTMLInputElement>) => {
+    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+      e.preventDefault();
+      if (shown.length === 0) return;
+      const step = e.key === 'ArrowDown' ? 1 : -1;
+      setActive((current + step + shown.length) % shown.length);
+      return;
+    }
+    if (e.key === 'Home' || e.key === 'End') {
+      if (shown.length === 0) return;
+      e.preventDefault();
+      setActive(e.key === 'Home' ? 0 : shown.length - 1);
+      return;
+    }
+    if (e.key === 'Enter') {
+      e.preventDefault();
+      const w = shown[current];
+      if (w) onChoose(w);
+    }
+  };
+
+  const scope = project ? `in ${project}` : 'in every project';
+  return (
+    <Modal title="Resume a workspace" onClose={onClose}>
+      <p className="dialog-lead" id={ids.help}>
+        Most recent first, {scope}. A stopped workspace starts again when you choose it.
+      </p>
+      <input
+        className="picker-input"
+        type="text"
+        role="combobox"
+        aria-label="Find a workspace"
+        aria-expanded="true"
+        aria-controls={ids.list}
+        aria-autocomplete="list"
+        aria-activedescendant={activeSlug ? optionId(activeSlug) : undefined}
+        aria-describedby={ids.help}
+        placeholder="Type to filter by name or branch"
+        value={query}
+        onChange={(e) => {
+          setQuery(e.target.value);
+          setActive(0);
+        }}
+        onKeyDown={onKeyDown}
+        autoFocus
+        autoComplete="off"
+        spellCheck={false}
+      />
+      {load.kind === 'loading' ? (
+        <p className="picker-state" role="status">
+          <Spinner /> Loading workspaces…
+        </p>
+      ) : load.kind === 'error' ? (
+        <div className="picker-state" role="alert">
+          <p>The workspaces could not be loaded: {load.message}</p>
+          <button type="button" className="btn btn-small" onClick={() => void read()}>
+            Try again
+          </button>
+        </div>
+      ) : shown.length === 0 ? (
+        <p className="picker-state" role="status">
+          {load.list.length === 0 ? `There are no workspaces ${scope} yet.` : `Nothing matches “${query}”.`}
+        </p>
+      ) : (
+        <ul className="picker-list" role="listbox" id={ids.list} aria-label="Workspaces, most recent first">
+          {shown.map((w, i) => {
+            const when = w.lastActivityAt ?? w.updatedAt;
+            const quote = last[w.slug];
+            return (
+              <li
+                key={w.slug}
+                id={optionId(w.slug)}
+                role="option"
+                aria-selected={i === current}
+                className={i === current ? 'picker-option picker-option-active' : 'picker-option'}
+                onClick={() => onChoose(w)}
+                onMouseMove={() => {
+                  if (i !== current) setActive(i);
+                }}
+              >
+                <span className="picker-row">
+                  <span className="picker-name">
+                    {w.isDefault ? w.project : w.name}
+                    {w.isDefault ? <span className="card-tag">default</span> : null}
+                    {!project && !w.isDefault ? <span className="muted"> · {w.project}</span> : null}
+                  </span>
+                  <StateBadge state={w.state} />
+                  <time className="picker-time" dateTime={when}>
+                    {relativeTime(when)}
+                  </time>
+                </span>
+                <span className="picker-last">
+                  {quote
+                    ? `${quote.who === 'user' ? 'You' : 'Agent'}: ${quote.text}`
+                    : w.state === 'stopped'
+                      ? 'Stopped: its files and conversation are kept; choosing it starts it again.'
+                      : w.state === 'failed'
+                        ? (w.failureReason ?? 'Failed to start.')
+                        : w.state === 'creating'
+                          ? 'Starting…'
+                          : quote === null
+                            ? 'No messages yet.'
+                            : '\u00a0'}
+                </span>
+              </li>
+            );
+          })}
+        </ul>
+      )}
+      <div className="dialog-actions picker-actions">
+        <span className="picker-keys" aria-hidden="true">
+          <kbd className="kbd">↑</kbd> <kbd className="kbd">↓</kbd> move · <kbd className="kbd">Enter</kbd> open · <kbd className="kbd">Esc</kbd> close
+        </span>
+        <button type="button" className="btn" onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+    </Modal>
+  );
+}
