@@ -9,11 +9,13 @@ import {
   eventsQuerySchema,
   forkRequestSchema,
   parseOrThrow,
+  restoreRequestSchema,
   slugSchema,
   type ErrorCode,
   type EventsResponse,
   type GroveEvent,
   type ListWorkspacesResponse,
+  type SavedWorkResponse,
   type WorkspaceResponse,
 } from '@grove/contracts';
 import { z } from 'zod';
@@ -40,6 +42,13 @@ function parseFork(body: unknown) {
   const nameIssue = r.error.issues.some((i) => NAME_FIELDS.has(String(i.path[0])));
   const code: ErrorCode = nameIssue ? 'invalid_name' : 'invalid_input';
   return parseOrThrow(forkRequestSchema, body, { what: 'workspace request', code });
+}
+
+function parseRestore(body: unknown) {
+  const r = restoreRequestSchema.safeParse(body);
+  if (r.success) return r.data;
+  const nameIssue = r.error.issues.some((i) => NAME_FIELDS.has(String(i.path[0])));
+  return parseOrThrow(restoreRequestSchema, body, { what: 'restore request', code: nameIssue ? 'invalid_name' : 'invalid_input' });
 }
 
 function slugParam(c: Context): string {
@@ -80,6 +89,18 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.post('/api/workspaces/:slug/stop', async (c) => c.json({ workspace: await grove.stop(slugParam(c)) } satisfies WorkspaceResponse));
   app.post('/api/workspaces/:slug/start', async (c) => c.json({ workspace: await grove.start(slugParam(c)) } satisfies WorkspaceResponse));
   app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
+
+  // Work saved from a workspace's worktree before it was removed (refs/grove/<slug>/teardown/<n>), and bringing
+  // it back as a new workspace. The slug may be gone: saved work outlives it.
+  app.get('/api/workspaces/:slug/saved', async (c) => c.json({ saved: await grove.savedWork(slugParam(c)) } satisfies SavedWorkResponse));
+  app.post('/api/workspaces/:slug/restore', async (c) => {
+    const q = parseOrThrow(forkQuerySchema, c.req.query(), { what: 'query' });
+    const req = parseRestore(await readJson(c));
+    const wait = !(q.wait === 'false' || q.wait === '0');
+    const workspace = await grove.restore(slugParam(c), req, { wait });
+    if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
+    return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
+  });
 
   app.get('/api/events', async (c) => {
     const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });

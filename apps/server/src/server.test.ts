@@ -50,6 +50,12 @@ const grove: Grove = {
   stop: async (slug) => ws(slug, 'stopped'),
   start: async (slug) => ws(slug, 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
+  savedWork: async (slug) => (slug === 'demo~old' ? [{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }] : []),
+  restore: async (slug, req) => {
+    forks.push({ restore: slug, ...req });
+    if (slug !== 'demo~old') throw new GroveError('not_found', `workspace "${slug}" has no saved work to restore`);
+    return ws(`demo~${req.name}`, 'running');
+  },
   events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
   onEvent: (l) => {
     listeners.add(l);
@@ -188,6 +194,29 @@ describe('registry API', () => {
     const badFrom = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', from: '--upload-pack=x' }) });
     expect(badFrom.status).toBe(422);
     expect((await readBody(badFrom)).code).toBe('invalid_input');
+  });
+
+  it('lists saved work and restores it as a new workspace; from accepts only recovery refs under refs/grove/', async () => {
+    const post = (p: string, body: unknown) => fetch(`${base}${p}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const saved = await fetch(`${base}/api/workspaces/demo~old/saved`, { headers: auth });
+    expect(saved.status).toBe(200);
+    expect((await readBody(saved)).saved).toEqual([{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }]);
+    const restored = await post('/api/workspaces/demo~old/restore', { name: 'back' });
+    expect(restored.status).toBe(201);
+    expect(forks.at(-1)).toEqual({ restore: 'demo~old', name: 'back' });
+    expect((await post('/api/workspaces/demo~old/restore', { name: 'Bad' })).status).toBe(422);
+    expect((await post('/api/workspaces/demo~old/restore', { name: 'ok', n: 0 })).status).toBe(422);
+    expect((await post('/api/workspaces/demo~old/restore', { name: 'ok', from: 'main' })).status).toBe(422);
+    const none = await post('/api/workspaces/demo~new/restore', { name: 'ok' });
+    expect(none.status).toBe(404);
+    expect((await readBody(none)).code).toBe('not_found');
+
+    expect((await post('/api/workspaces', { project: 'demo', name: 'r1', from: 'refs/grove/demo+old/teardown/1' })).status).toBe(201);
+    expect((await post('/api/workspaces', { project: 'demo', name: 'r2', from: 'refs/grove/demo/teardown/12' })).status).toBe(201);
+    for (const from of ['refs/grove/demo+old/other/1', 'refs/grove/demo~old/teardown/1', 'refs/grove/demo+old/teardown/0', 'refs/grove/x/teardown/1/..', 'refs/grove/Demo/teardown/1']) {
+      const r = await post('/api/workspaces', { project: 'demo', name: 'r3', from });
+      expect(r.status, from).toBe(422);
+    }
   });
 
   it('forks (201), and maps capacity_reached to 429 with running and cap', async () => {

@@ -34,3 +34,25 @@ export function parseSlug(slug: string): { project: string; name: string } {
   const [project = '', name] = slug.split('~');
   return { project, name: name ?? DEFAULT_WORKSPACE_NAME };
 }
+
+/**
+ * Recovery refs: where the host saves a worktree's uncommitted work before removing it, as
+ * `refs/grove/<slug with "~" as "+">/teardown/<n>` ("~" is not allowed in git ref names; "+" never
+ * appears in a name, so the mapping is reversible). They are never moved or deleted by Grove.
+ */
+export const RECOVERY_REF_PATTERN = /^refs\/grove\/([a-z0-9][a-z0-9-]{0,38}(?:\+[a-z0-9][a-z0-9-]{0,38})?)\/teardown\/([1-9][0-9]{0,8})$/;
+
+export function recoveryRefPrefix(slug: string): string {
+  return `refs/grove/${slug.replace('~', '+')}/teardown/`;
+}
+
+export function recoveryRef(slug: string, n: number): string {
+  return `${recoveryRefPrefix(slug)}${n}`;
+}
+
+/** The slug and number of a recovery ref, or null when ref is not one. */
+export function parseRecoveryRef(ref: string): { slug: string; n: number } | null {
+  const m = RECOVERY_REF_PATTERN.exec(ref);
+  if (!m?.[1] || !m[2]) return null;
+  return { slug: m[1].replace('+', '~'), n: Number(m[2]) };
+}

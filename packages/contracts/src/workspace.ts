@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { projectNameSchema, workspaceNameSchema, slugSchema } from './names.ts';
+import { RECOVERY_REF_PATTERN, projectNameSchema, workspaceNameSchema, slugSchema } from './names.ts';
 
 export const workspaceStateSchema = z.enum(['creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
 export type WorkspaceState = z.infer<typeof workspaceStateSchema>;
@@ -44,14 +44,16 @@ export const eventTypeSchema = z.enum([
   'workspace.started',
   'workspace.teardown',
   'workspace.cleaned',
+  /** Uncommitted work was saved to a recovery ref before its worktree was removed. */
+  'workspace.saved',
   'workspace.reconciled',
   'spawn_failed',
   'egress.denied',
   'egress.allowed',
-]);
-export type EventType = z.infer<typeof eventTypeSchema>;
   /** The workspace's egress policy was changed through the API. */
   'egress.policy',
+]);
+export type EventType = z.infer<typeof eventTypeSchema>;
 
 export const eventSchema = z.object({
   id: z.number().int(),
@@ -72,12 +74,29 @@ export const forkRequestSchema = z
       .string()
       .min(1)
       .max(200)
-      .regex(/^[A-Za-z0-9._/-]+$/, { error: 'from must be a branch or commit name (letters, digits, . _ / -)' })
+      .refine((s) => RECOVERY_REF_PATTERN.test(s) || /^[A-Za-z0-9._/-]+$/.test(s), {
+        error: 'from must be a branch or commit name (letters, digits, . _ / -) or a recovery ref refs/grove/<slug>/teardown/<n>',
+      })
       .refine((s) => !s.startsWith('-') && !s.includes('..'), { error: 'from must not start with "-" or contain ".."' })
+      // Under refs/grove/ only the recovery refs are a base; anything else there is Grove's bookkeeping.
+      .refine((s) => !s.startsWith('refs/grove/') || RECOVERY_REF_PATTERN.test(s), { error: 'from under refs/grove/ must be refs/grove/<slug>/teardown/<n>' })
       .optional(),
   })
   .strict();
 export type ForkRequest = z.infer<typeof forkRequestSchema>;
+
+/** POST /api/workspaces/:slug/restore: saved work of :slug (the newest, or number n) as a new workspace. */
+export const restoreRequestSchema = z
+  .object({
+    name: workspaceNameSchema,
+    n: z.number().int().positive().optional(),
+  })
+  .strict();
+export type RestoreRequest = z.infer<typeof restoreRequestSchema>;
+
+export const savedWorkSchema = z.object({ ref: z.string(), n: z.number().int().positive(), commit: z.string() });
+export const savedWorkResponseSchema = z.object({ saved: z.array(savedWorkSchema) });
+export type SavedWorkResponse = z.infer<typeof savedWorkResponseSchema>;
 
 export const listWorkspacesResponseSchema = z.object({
   workspaces: z.array(workspaceSchema),

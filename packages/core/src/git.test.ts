@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,9 +11,11 @@ import {
   ensureWorktree,
   freshBranch,
   isBareRepo,
+  listRecoveryRefs,
   listWorktrees,
   removeWorktree,
   resolveCommit,
+  saveWork,
   worktreeAdminDir,
 } from './git.ts';
 import { branches, git, makeSourceRepo } from './test-support/repo.ts';
@@ -140,5 +142,89 @@ describe('git', () => {
     const path = join(tmp, 'worktrees', 'demo', 'bad');
     await expect(ensureWorktree(repo, { path, branch: 'grove/bad', base: 'nope' })).rejects.toMatchObject({ code: 'git_failed' });
     expect(await branchExists(repo, 'grove/bad')).toBe(false);
+  });
+});
+
+describe('saving work before removal', () => {
+  /** A fresh worktree on its own branch off main. */
+  async function worktree(name: string): Promise<string> {
+    const path = join(tmp, 'worktrees', 'demo', name);
+    await ensureWorktree(repo, { path, branch: `grove/${name}`, base: (await resolveCommit(repo, 'main')) ?? '' });
+    return path;
+  }
+
+  /** Check the saved commit out somewhere else and read a file back. */
+  function checkout(commit: string, dir: string): string {
+    mkdirSync(dir, { recursive: true });
+    git(repo, `--work-tree=${dir}`, 'checkout', commit, '--', '.');
+    return dir;
+  }
+
+  it('commits modified, staged, untracked (not ignored) and deleted files to refs/grove/<slug>/teardown/1, byte for byte, moving nothing', async () => {
+    const path = await worktree('save-a');
+    const tip = git(repo, 'rev-parse', 'refs/heads/grove/save-a');
+    const binary = Buffer.from([0, 1, 2, 255, 254, 10, 13, 0]);
+    writeFileSync(join(path, 'README.md'), '# changed, not staged\n');
+    writeFileSync(join(path, 'staged.txt'), 'staged only\n');
+    git(path, 'add', 'staged.txt');
+    mkdirSync(join(path, 'deep', 'er'), { recursive: true });
+    writeFileSync(join(path, 'deep', 'er', 'blob.bin'), binary);
+    writeFileSync(join(path, 'run.sh'), '#!/bin/sh\necho hi\n');
+    chmodSync(join(path, 'run.sh'), 0o755);
+    symlinkSync('README.md', join(path, 'link'));
+    writeFileSync(join(path, '.gitignore'), '*.log\n');
+    writeFileSync(join(path, 'noise.log'), 'ignored');
+    rmSync(join(path, 'app.txt'));
+    const headBefore = readFileSync(join(await worktreeAdminDir(repo, path), 'index')).toString('base64');
+
+    const saved = await saveWork(repo, { slug: 'demo~save-a', worktree: path, parent: 'refs/heads/grove/save-a', message: 'saved' });
+    expect(saved).toMatchObject({ ref: 'refs/grove/demo+save-a/teardown/1', reused: false });
+    expect(git(repo, 'rev-parse', 'refs/grove/demo+save-a/teardown/1')).toBe(saved?.commit);
+    expect(git(repo, 'rev-parse', `${saved?.commit ?? ''}^1`)).toBe(tip);
+    // The branch, the worktree's own index and its files are untouched.
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/save-a')).toBe(tip);
+    expect(readFileSync(join(await worktreeAdminDir(repo, path), 'index')).toString('base64')).toBe(headBefore);
+    expect(readFileSync(join(path, 'README.md'), 'utf8')).toBe('# changed, not staged\n');
+
+    const out = checkout(saved?.commit ?? '', join(tmp, 'restored-a'));
+    expect(readFileSync(join(out, 'README.md'), 'utf8')).toBe('# changed, not staged\n');
+    expect(readFileSync(join(out, 'staged.txt'), 'utf8')).toBe('staged only\n');
+    expect(readFileSync(join(out, 'deep', 'er', 'blob.bin')).equals(binary)).toBe(true);
+    expect(statSync(join(out, 'run.sh')).mode & 0o111).not.toBe(0);
+    expect(git(repo, 'ls-tree', saved?.commit ?? '', 'link').startsWith('120000')).toBe(true);
+    expect(existsSync(join(out, 'noise.log'))).toBe(false);
+    expect(existsSync(join(out, 'app.txt'))).toBe(false);
+  });
+
+  it('saves nothing for a clean worktree or a missing one; a re-run with the same work reuses the ref; new work gets the next number', async () => {
+    const path = await worktree('save-b');
+    expect(await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
+    expect(await saveWork(repo, { slug: 'demo~save-b', worktree: join(tmp, 'nowhere'), parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
+    writeFileSync(join(path, 'one.txt'), '1');
+    const first = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    const again = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    expect(again).toEqual({ ref: first?.ref, commit: first?.commit, reused: true });
+    writeFileSync(join(path, 'two.txt'), '2');
+    const second = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    expect(second?.ref).toBe('refs/grove/demo+save-b/teardown/2');
+    expect((await listRecoveryRefs(repo, 'demo~save-b')).map((r) => r.n)).toEqual([1, 2]);
+    // Another slug's refs are its own; the default workspace's slug has no "+".
+    expect(await listRecoveryRefs(repo, 'demo~save')).toEqual([]);
+    writeFileSync(join(path, 'three.txt'), '3');
+    expect((await saveWork(repo, { slug: 'demo', worktree: path, parent: null, message: 'm' }))?.ref).toBe('refs/grove/demo/teardown/1');
+  });
+
+  it('ignores a .git file the sandbox rewrote: the snapshot uses the bare repository, not what the worktree points at', async () => {
+    const path = await worktree('save-c');
+    const planted = join(tmp, 'planted');
+    mkdirSync(planted);
+    git(planted, 'init', '-q');
+    writeFileSync(join(planted, '.git', 'config'), '[core]\n\tfsmonitor = touch /tmp/grove-pwned-by-fsmonitor\n', { flag: 'a' });
+    writeFileSync(join(path, '.git'), `gitdir: ${join(planted, '.git')}\n`);
+    writeFileSync(join(path, 'work.txt'), 'w');
+    const saved = await saveWork(repo, { slug: 'demo~save-c', worktree: path, parent: 'refs/heads/grove/save-c', message: 'm' });
+    expect(saved?.ref).toBe('refs/grove/demo+save-c/teardown/1');
+    expect(git(repo, 'show', `${saved?.commit ?? ''}:work.txt`)).toBe('w');
+    expect(existsSync('/tmp/grove-pwned-by-fsmonitor')).toBe(false);
   });
 });

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, realpath, rm } from 'node:fs/promises';
-import { dirname, isAbsolute, relative, resolve, sep } from 'node:path';
-import { GroveError } from '@grove/contracts';
+import { mkdir, mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { GroveError, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { simpleGit } from 'simple-git';
 import type { SimpleGit } from 'simple-git';
 
@@ -164,13 +165,20 @@ export interface EnsureWorktreeResult {
  * directory or a worktree on another branch is removed and re-added. The branch is created from base when
  * it does not exist. Call under the repository lock.
  */
-export async function ensureWorktree(repo: string, opts: { path: string; branch: string; base: string }): Promise<EnsureWorktreeResult> {
+export async function ensureWorktree(
+  repo: string,
+  opts: { path: string; branch: string; base: string; beforeRemove?: () => Promise<unknown> },
+): Promise<EnsureWorktreeResult> {
   const { path, branch, base } = opts;
   const entry = await findWorktree(repo, path);
   if (entry && entry.branch === `refs/heads/${branch}` && !entry.prunable && existsSync(resolve(path, '.git'))) {
     return { reused: true, createdBranch: false, adminDir: await worktreeAdminDir(repo, path) };
   }
-  if (entry || existsSync(path)) await removeWorktree(repo, path);
+  if (entry || existsSync(path)) {
+    // What is there may hold work (a detached or switched HEAD with uncommitted changes): the caller saves it first.
+    await opts.beforeRemove?.();
+    await removeWorktree(repo, path);
+  }
   await mkdir(dirname(path), { recursive: true });
   const createdBranch = !(await branchExists(repo, branch));
   const args = createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch];
@@ -214,4 +222,112 @@ export async function deleteBranchIfEmpty(repo: string, branch: string, base: st
   if ((await commitsBeyond(repo, branch, base)) !== 0) return false;
   await raw(repo, ['branch', '-D', branch], `deleting branch ${branch}`);
   return true;
+}
+
+// ---- saving work before a worktree is removed ----
+
+const IDENTITY = { name: 'Grove', email: 'grove@localhost' };
+// Passed through to git children that get an explicit environment; this is not configuration, so no env.ts.
+// eslint-disable-next-line no-restricted-properties
+const { PATH: CHILD_PATH = '/usr/bin:/bin', HOME: CHILD_HOME } = process.env;
+
+/**
+ * git in repo with exactly these GIT_* variables and a minimal environment (simple-git refuses variables it is
+ * not told about, such as EDITOR, when an environment is passed).
+ */
+function gitWith(repo: string, vars: Record<string, string>): SimpleGit {
+  const env: Record<string, string> = { PATH: CHILD_PATH };
+  if (CHILD_HOME) env.HOME = CHILD_HOME;
+  return simpleGit({
+    baseDir: repo,
+    config: ['safe.directory=*'],
+    allowConfig: ['safe.directory'],
+    allowEnvironment: Object.keys(vars),
+    strict: true,
+    timeout: { block: 600_000 },
+  }).env({ ...env, ...vars });
+}
+
+/**
+ * The worktree's content as a tree in repo's object store: parent's tree with every change applied, staged or
+ * not, plus every untracked file that is not ignored. It uses a throwaway index and the bare repository as
+ * GIT_DIR, so the worktree's own index, its `.git` file and its admin dir are neither read nor written: those are
+ * writable from the sandbox, and host git must never follow a gitdir or a config an agent planted there
+ * (core.fsmonitor, for one, runs a command).
+ */
+export async function snapshotTree(repo: string, worktree: string, parent: string | null): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'grove-snapshot-'));
+  try {
+    const g = gitWith(repo, { GIT_DIR: repo, GIT_WORK_TREE: worktree, GIT_INDEX_FILE: join(dir, 'index') });
+    await g.raw(parent ? ['read-tree', parent] : ['read-tree', '--empty']);
+    await g.raw(['add', '--all']);
+    return (await g.raw(['write-tree'])).trim();
+  } catch (e) {
+    throw gitFailed(`saving the uncommitted work in ${worktree}`, e);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Tree and parents of a commit. */
+async function commitInfo(repo: string, commit: string): Promise<{ tree: string; parents: string[] }> {
+  const out = (await raw(repo, ['log', '-1', '--format=%T %P', commit, '--'], `reading commit ${commit}`)).trim();
+  const [tree = '', ...parents] = out.split(' ').filter(Boolean);
+  return { tree, parents };
+}
+
+export interface RecoveryRefEntry {
+  ref: string;
+  n: number;
+  commit: string;
+}
+
+/** The recovery refs of a slug, oldest first. */
+export async function listRecoveryRefs(repo: string, slug: string): Promise<RecoveryRefEntry[]> {
+  const out = await raw(repo, ['for-each-ref', '--format=%(refname) %(objectname)', recoveryRefPrefix(slug)], 'listing recovery refs');
+  const entries: RecoveryRefEntry[] = [];
+  for (const line of out.split('\n')) {
+    const [ref = '', commit = ''] = line.trim().split(' ');
+    const parsed = parseRecoveryRef(ref);
+    if (parsed?.slug === slug && commit) entries.push({ ref, n: parsed.n, commit });
+  }
+  return entries.sort((a, b) => a.n - b.n);
+}
+
+export interface SavedWork {
+  ref: string;
+  commit: string;
+  /** The newest recovery ref already held exactly this work (a re-run after a crash): nothing new was written. */
+  reused: boolean;
+}
+
+/**
+ * Commit whatever a worktree holds beyond `parent` (a branch ref or commit; null when there is none) to the
+ * slug's next recovery ref, refs/grove/<slug>/teardown/<n>, without moving any branch or touching the worktree.
+ * Returns null when there is nothing to save: no worktree, or its content is exactly parent's. Idempotent: when
+ * the newest recovery ref already holds this content on this parent, that ref is returned (reused) instead of a
+ * new one. Call under the repository lock.
+ */
+export async function saveWork(repo: string, o: { slug: string; worktree: string; parent: string | null; message: string }): Promise<SavedWork | null> {
+  if (!existsSync(o.worktree)) return null;
+  const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
+  const tree = await snapshotTree(repo, o.worktree, tip);
+  if (tip && (await commitInfo(repo, tip)).tree === tree) return null;
+  if (!tip && (await raw(repo, ['ls-tree', tree], 'reading the saved tree')).trim() === '') return null;
+  const last = (await listRecoveryRefs(repo, o.slug)).at(-1);
+  if (last) {
+    const info = await commitInfo(repo, last.commit);
+    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { ref: last.ref, commit: last.commit, reused: true };
+  }
+  const who = { GIT_AUTHOR_NAME: IDENTITY.name, GIT_AUTHOR_EMAIL: IDENTITY.email, GIT_COMMITTER_NAME: IDENTITY.name, GIT_COMMITTER_EMAIL: IDENTITY.email };
+  let commit: string;
+  try {
+    commit = (await gitWith(repo, who).raw(['commit-tree', tree, ...(tip ? ['-p', tip] : []), '-m', o.message])).trim();
+  } catch (e) {
+    throw gitFailed(`committing the saved work of ${o.slug}`, e);
+  }
+  const ref = recoveryRef(o.slug, (last?.n ?? 0) + 1);
+  // An all-zero old value means "create only": a recovery ref is never overwritten.
+  await raw(repo, ['update-ref', '-m', 'grove: save work', ref, commit, '0'.repeat(commit.length)], `writing ${ref}`);
+  return { ref, commit, reused: false };
 }

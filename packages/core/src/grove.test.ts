@@ -1,5 +1,5 @@
 // Lifecycle logic against real git repos, a real SQLite file and real sockets, with an in-memory sandbox driver.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDb, workspaces } from '@grove/db';
@@ -11,7 +11,7 @@ import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { ensureWorktree, resolveCommit } from './git.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
-import { branches, makeSourceRepo } from './test-support/repo.ts';
+import { branches, git, makeSourceRepo } from './test-support/repo.ts';
 
 let tmp: string;
 let home: string;
@@ -500,5 +500,140 @@ describe('reconcile', () => {
     expect((await g2.events({ limit: 1000 })).length).toBe(count);
     // The crashed slug is free again.
     expect((await g2.fork({ project: 'demo', name: 'crashed' })).state).toBe('running');
+  });
+});
+
+describe('saved work (teardown never loses work)', () => {
+  const repo = (): string => join(home, 'repos', 'demo');
+
+  /** Modified, staged, untracked, ignored and deleted files in a worktree; returns what must come back. */
+  function dirty(wt: string): Record<string, Buffer | null> {
+    writeFileSync(join(wt, 'README.md'), '# edited\n');
+    writeFileSync(join(wt, 'staged.txt'), 'staged\n');
+    git(wt, 'add', 'staged.txt');
+    mkdirSync(join(wt, 'src'), { recursive: true });
+    writeFileSync(join(wt, 'src', 'new.bin'), Buffer.from([0, 159, 146, 150, 255]));
+    writeFileSync(join(wt, '.gitignore'), 'build/\n');
+    mkdirSync(join(wt, 'build'));
+    writeFileSync(join(wt, 'build', 'out.js'), 'ignored');
+    rmSync(join(wt, 'app.txt'));
+    return {
+      'README.md': Buffer.from('# edited\n'),
+      'staged.txt': Buffer.from('staged\n'),
+      'src/new.bin': Buffer.from([0, 159, 146, 150, 255]),
+      '.gitignore': Buffer.from('build/\n'),
+      'build/out.js': null,
+      'app.txt': null,
+    };
+  }
+
+  function expectFiles(wt: string, files: Record<string, Buffer | null>): void {
+    for (const [f, content] of Object.entries(files)) {
+      if (content === null) expect(existsSync(join(wt, f)), f).toBe(false);
+      else expect(readFileSync(join(wt, f)).equals(content), f).toBe(true);
+    }
+  }
+
+  it('teardown saves uncommitted, staged and untracked files to a recovery ref; restore brings them back byte for byte', async () => {
+    const g = await withProject();
+    const ws = await g.fork({ project: 'demo', name: 'w' });
+    const tip = git(repo(), 'rev-parse', 'refs/heads/grove/w');
+    const files = dirty(join(home, 'worktrees', 'demo', 'w'));
+    await g.teardown('demo~w');
+
+    const events = await g.events({ slug: 'demo~w' });
+    const saved = events.find((e) => e.type === 'workspace.saved');
+    expect(saved?.data).toMatchObject({ reason: 'teardown', ref: 'refs/grove/demo+w/teardown/1', reused: false });
+    expect(events.find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBe('refs/grove/demo+w/teardown/1');
+    // Saved before the worktree was removed; the branch did not move.
+    expect(events.findIndex((e) => e.type === 'workspace.saved')).toBeLessThan(events.findIndex((e) => e.type === 'workspace.cleaned'));
+    expect(git(repo(), 'rev-parse', 'refs/heads/grove/w')).toBe(tip);
+    expect(ws.branch).toBe('grove/w');
+    expect(await g.savedWork('demo~w')).toEqual([{ ref: 'refs/grove/demo+w/teardown/1', n: 1, commit: saved?.data.commit }]);
+
+    const back = await g.restore('demo~w', { name: 'w-back' });
+    expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove/demo+w/teardown/1', branch: 'grove/w-back' });
+    expectFiles(join(home, 'worktrees', 'demo', 'w-back'), files);
+    // The new branch starts at the saved commit, whose parent is the old branch's tip: history is kept.
+    expect(git(repo(), 'rev-parse', 'refs/heads/grove/w-back^')).toBe(tip);
+  });
+
+  it('a clean teardown saves nothing; restore explains what is missing', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'clean' });
+    await g.teardown('demo~clean');
+    const types = await eventTypes(g, 'demo~clean');
+    expect(types).not.toContain('workspace.saved');
+    expect((await g.events({ slug: 'demo~clean' })).find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBeNull();
+    await expect(g.restore('demo~clean', { name: 'x' })).rejects.toMatchObject({ code: 'not_found', status: 404 });
+    await expect(g.restore('demo~clean', { name: 'Bad' })).rejects.toMatchObject({ code: 'invalid_name' });
+    await expect(g.restore('nope~clean', { name: 'x' })).rejects.toMatchObject({ code: 'project_not_found' });
+  });
+
+  it('a crash between saving and removing loses nothing: reconcile finishes the teardown and reuses the same ref', async () => {
+    const g1 = await withProject();
+    await g1.fork({ project: 'demo', name: 'crash' });
+    const wt = join(home, 'worktrees', 'demo', 'crash');
+    const files = dirty(wt);
+    const realRemove = driver.remove.bind(driver);
+    driver.remove = async () => {
+      throw new Error('killed right after the work was saved');
+    };
+    await expect(g1.teardown('demo~crash')).rejects.toThrow(/killed/);
+    driver.remove = realRemove;
+    expect((await g1.get('demo~crash')).state).toBe('tearing-down');
+    expect(existsSync(wt)).toBe(true);
+    expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+    await g1.close();
+    groves.splice(0);
+
+    const g2 = await open();
+    await g2.reconcile();
+    expect((await g2.get('demo~crash')).state).toBe('gone');
+    expect(existsSync(wt)).toBe(false);
+    expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+    const saves = (await g2.events({ slug: 'demo~crash' })).filter((e) => e.type === 'workspace.saved');
+    expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
+    await g2.restore('demo~crash', { name: 'crash-back' });
+    expectFiles(join(home, 'worktrees', 'demo', 'crash-back'), files);
+  });
+
+  it('reconcile saves the work of an orphan worktree before removing it', async () => {
+    const g1 = await withProject();
+    await g1.close();
+    groves.splice(0);
+    const base = (await resolveCommit(repo(), 'main')) ?? '';
+    const wt = join(home, 'worktrees', 'demo', 'stray');
+    await ensureWorktree(repo(), { path: wt, branch: 'grove/stray', base });
+    writeFileSync(join(wt, 'left.txt'), 'left behind');
+    const g2 = await open();
+    await g2.reconcile();
+    expect(existsSync(wt)).toBe(false);
+    expect(git(repo(), 'show', 'refs/grove/demo+stray/teardown/1:left.txt')).toBe('left behind');
+    expect(git(repo(), 'rev-parse', 'refs/grove/demo+stray/teardown/1^')).toBe(base);
+  });
+
+  it('an interrupted fork rolls back its branch only when it holds no commits beyond its base', async () => {
+    const g1 = await withProject({ maxRunning: 8 });
+    await g1.close();
+    groves.splice(0);
+    const base = (await resolveCommit(repo(), 'main')) ?? '';
+    const now = new Date().toISOString();
+    const { db, close } = openDb({ file: join(home, 'grove.db') });
+    for (const name of ['empty', 'worked']) {
+      db.insert(workspaces).values({ slug: `demo~${name}`, project: 'demo', name, branch: `grove/${name}`, baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }).run();
+    }
+    close();
+    await ensureWorktree(repo(), { path: join(home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
+    const worked = join(home, 'worktrees', 'demo', 'worked');
+    await ensureWorktree(repo(), { path: worked, branch: 'grove/worked', base });
+    writeFileSync(join(worked, 'commit.txt'), 'committed');
+    git(worked, 'add', '.');
+    git(worked, 'commit', '-q', '-m', 'unpushed work');
+    const g2 = await open({ maxRunning: 8 });
+    await g2.reconcile();
+    expect(branches(repo())).not.toContain('grove/empty');
+    expect(branches(repo())).toContain('grove/worked');
+    expect(git(repo(), 'show', 'grove/worked:commit.txt')).toBe('committed');
   });
 });

@@ -7,10 +7,14 @@ import {
   forkRequestSchema,
   isGroveError,
   makeSlug,
+  nameSchema,
   parseOrThrow,
+  parseSlug,
+  recoveryRefPrefix,
+  restoreRequestSchema,
   workspaceNameSchema,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -24,11 +28,14 @@ import {
   ensureWorktree,
   freshBranch,
   isBareRepo,
+  listRecoveryRefs,
   listWorktrees,
   prune,
   removeWorktree,
   resolveCommit,
+  saveWork,
 } from './git.ts';
+import type { RecoveryRefEntry, SavedWork } from './git.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
@@ -301,7 +308,7 @@ class GroveImpl implements Grove {
         undo.baseCommit = baseCommit;
         row = this.store.update(row.id, { worktreePath: path }) ?? row;
         undo.worktree = true;
-        const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit });
+        const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
         await chownTree(path, OWNER.uid, OWNER.gid);
         await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
@@ -364,6 +371,8 @@ class GroveImpl implements Grove {
       await attempt('remove worktree', () =>
         this.lock.withLock(row.project, async () => {
           const repo = this.paths.repo(row.project);
+          // A fork never served anyone, so this is normally a no-op; when it cannot save, the worktree stays.
+          await this.saveBeforeRemoval(row, 'rollback');
           await removeWorktree(repo, this.paths.worktree(row.project, row.name));
           if (undo.branchCreated && undo.baseCommit) await deleteBranchIfEmpty(repo, row.branch, undo.baseCommit);
         }),
@@ -424,7 +433,7 @@ class GroveImpl implements Grove {
       const repo = this.paths.repo(project);
       const path = this.paths.worktree(project, row.name);
       const wt = await this.lock.withLock(project, async () => {
-        const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef });
+        const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef, beforeRemove: () => this.saveBeforeRemoval(row, 'start') });
         // Host-side git may have written root-owned files since the last start.
         await chownTree(path, OWNER.uid, OWNER.gid);
         await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
@@ -492,15 +501,69 @@ class GroveImpl implements Grove {
       row = this.store.update(row.id, { state: 'tearing-down' }, from) ?? row;
     }
     this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
-    await this.opts.driver.remove(slug);
+    // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
+    // nothing (a re-run, e.g. reconcile finishing this teardown, finds the same work and reuses its ref).
+    await this.opts.driver.stop(slug);
     const { project, name } = row;
+    const saved = await this.lock.withLock(project, () => this.saveBeforeRemoval(row, 'teardown'));
+    await this.opts.driver.remove(slug);
     await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
     await removeDir(this.paths.run(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
     const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
     this.activity.delete(slug);
-    this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, ms: Date.now() - t0 });
+    this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
     return toWorkspace(gone);
+  }
+
+  /**
+   * Save what a worktree holds beyond its branch (or `parent`) to the slug's next recovery ref before it is
+   * removed, and record it (workspace.saved). Call under the project's repository lock. Throws when the work
+   * cannot be saved, so the caller keeps the worktree: removing it then would lose the work.
+   */
+  private async saveBeforeRemoval(
+    w: { slug: string; project: string; name: string; id?: number; branch?: string; parent?: string | null },
+    reason: string,
+  ): Promise<SavedWork | null> {
+    const parent = w.parent !== undefined ? w.parent : w.branch ? `refs/heads/${w.branch}` : null;
+    const saved = await saveWork(this.paths.repo(w.project), {
+      slug: w.slug,
+      worktree: this.paths.worktree(w.project, w.name),
+      parent,
+      message: `grove: uncommitted work of ${w.slug}, saved before ${reason}\n\nRestore it as a new workspace: POST /api/workspaces/${w.slug}/restore {"name": "..."}\n`,
+    });
+    if (saved) {
+      this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
+    }
+    return saved;
+  }
+
+  // ---- saved work ----
+
+  async savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>> {
+    validSlug(slug);
+    const { project } = parseSlug(slug);
+    this.requireProject(project);
+    return this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
+  }
+
+  async restore(slug: string, req: RestoreRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
+    this.assertOpen();
+    validSlug(slug);
+    parseOrThrow(workspaceNameSchema, (req as { name?: unknown } | null)?.name, { what: 'workspace name', code: 'invalid_name' });
+    req = parseOrThrow(restoreRequestSchema, req, { what: 'restore request' });
+    const { project } = parseSlug(slug);
+    this.requireProject(project);
+    const saved = await this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
+    const pick: RecoveryRefEntry | undefined = req.n === undefined ? saved.at(-1) : saved.find((r) => r.n === req.n);
+    if (!pick) {
+      const which = req.n === undefined ? 'no saved work' : `no saved work number ${req.n}`;
+      throw new GroveError('not_found', `workspace "${slug}" has ${which} to restore (nothing under ${recoveryRefPrefix(slug)})`, {
+        details: { slug, saved: saved.map((r) => r.n) },
+      });
+    }
+    // The fork's base is the ref (readable in events and the row); it is never moved, so it keeps naming this commit.
+    return this.fork({ project, name: req.name, from: pick.ref }, opts);
   }
 
   // ---- reconcile ----
@@ -625,9 +688,19 @@ class GroveImpl implements Grove {
     const candidates = new Set<string>();
     for (const e of await listWorktrees(repo)) if (resolve(e.path).startsWith(`${root}/`)) candidates.add(resolve(e.path));
     if (existsSync(root)) for (const n of await readdir(root)) candidates.add(join(root, n));
+    const heads = new Map((await listWorktrees(repo)).map((e) => [resolve(e.path), e]));
     let removed = 0;
     for (const path of candidates) {
       if (owned.has(path)) continue;
+      const name = basename(path);
+      if (!nameSchema.safeParse(name).success) {
+        this.log.warn({ project, path }, 'leaving a directory Grove did not create under the worktrees root');
+        continue;
+      }
+      // Its work is saved first, on top of whatever it had checked out; a failure keeps it for the next run.
+      const head = heads.get(path);
+      const parent = head?.branch && /^refs\/heads\/[A-Za-z0-9._/-]+$/.test(head.branch) && !head.branch.includes('..') ? head.branch : head?.head && /^[0-9a-f]{40,64}$/.test(head.head) ? head.head : null;
+      await this.saveBeforeRemoval({ slug: makeSlug(project, name), project, name, parent }, 'reconcile');
       await removeWorktree(repo, path);
       this.emit(makeSlug(project, basename(path)), 'workspace.reconciled', { action: 'removed-orphan-worktree', worktree: basename(path) });
       removed++;

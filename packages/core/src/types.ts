@@ -1,5 +1,5 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
-import type { Capacity, ForkRequest, GroveEvent, Workspace } from '@grove/contracts';
+import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 
@@ -47,8 +47,15 @@ export interface Grove {
   stop(slug: string): Promise<Workspace>;
   /** Reopen a stopped workspace: same worktree, thread and agent session. */
   start(slug: string): Promise<Workspace>;
-  /** Container and worktree removed, thread archived, branch kept. */
+  /**
+   * Container and worktree removed, thread archived, branch kept. Uncommitted work (changes, staged or not, and
+   * untracked files that are not ignored) is first saved to refs/grove/<slug>/teardown/<n>.
+   */
   teardown(slug: string): Promise<Workspace>;
+  /** The recovery refs of a slug (live or gone), oldest first. */
+  savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>>;
+  /** Fork a new workspace (req.name) from a recovery ref of slug: the newest, or number req.n. Like fork otherwise. */
+  restore(slug: string, req: RestoreRequest, opts?: { wait?: boolean }): Promise<Workspace>;
   events(query?: { slug?: string; after?: number; limit?: number }): Promise<GroveEvent[]>;
   /** Subscribe to audit events as they are written (live UI). Returns an unsubscribe function. */
   onEvent(listener: (e: GroveEvent) => void): () => void;
