@@ -5,6 +5,7 @@ import httpProxy from 'http-proxy';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
+import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
@@ -28,6 +29,24 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   const parsed = slugSchema.safeParse(slug);
   if (!parsed.success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
   return { slug: parsed.data, path: `${m[2] ?? '/'}${m[3] ?? ''}` };
+}
+
+/**
+ * What a request carries into a sandbox: never the Grove token (the backend, and a preview's dev server behind
+ * it, run with the agent's privileges), and where it is mounted, so the backend can keep preview redirects and
+ * absolute URLs under /w/<slug>.
+ */
+function prepare(req: http.IncomingMessage, target: ProxyTarget): void {
+  req.url = target.path;
+  delete req.headers.authorization;
+  const cookie = req.headers.cookie
+    ?.split(';')
+    .map((c) => c.trim())
+    .filter((c) => c && !c.startsWith(`${COOKIE_NAME}=`))
+    .join('; ');
+  if (cookie) req.headers.cookie = cookie;
+  else delete req.headers.cookie;
+  req.headers['x-forwarded-prefix'] = `/w/${target.slug}`;
 }
 
 export interface WorkspaceProxy {
@@ -56,12 +75,12 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): Wo
   return {
     async web(req, res, target) {
       const socketPath = await grove.socketFor(target.slug);
-      req.url = target.path;
+      prepare(req, target);
       proxy.web(req, res, { target: { socketPath } as unknown as httpProxy.ProxyTarget });
     },
     async ws(req, socket, head, target) {
       const socketPath = await grove.socketFor(target.slug);
-      req.url = target.path;
+      prepare(req, target);
       proxy.ws(req, socket, head, { target: { socketPath } as unknown as httpProxy.ProxyTarget, agent: undefined });
     },
     close() {

@@ -77,6 +77,10 @@ let base: string;
 beforeAll(async () => {
   backend = http.createServer((req, res) => {
     res.writeHead(200, { 'content-type': 'application/json' });
+    if (req.url === '/headers') {
+      res.end(JSON.stringify(req.headers));
+      return;
+    }
     res.end(JSON.stringify({ url: req.url, method: req.method }));
   });
   const wss = new WebSocketServer({ server: backend });
@@ -239,6 +243,19 @@ describe('registry API', () => {
 });
 
 describe('proxy', () => {
+  it('never passes the Grove token into a sandbox, and says where the workspace is mounted', async () => {
+    const viaBearer = await fetch(`${base}/w/demo/headers`, { headers: { ...auth, cookie: 'app=1' } });
+    const seen = (await viaBearer.json()) as Record<string, string | undefined>;
+    expect(seen.authorization).toBeUndefined();
+    expect(seen.cookie).toBe('app=1');
+    expect(seen['x-forwarded-prefix']).toBe('/w/demo');
+    const viaCookie = await fetch(`${base}/w/demo/headers`, { headers: { cookie: `grove_token=${TOKEN}`, 'x-forwarded-prefix': '/elsewhere' } });
+    expect(viaCookie.status).toBe(200);
+    const seen2 = (await viaCookie.json()) as Record<string, string | undefined>;
+    expect(seen2.cookie).toBeUndefined();
+    expect(seen2['x-forwarded-prefix']).toBe('/w/demo');
+  });
+
   it('forwards /w/<slug>/… to the backend socket with the prefix stripped', async () => {
     const r = await fetch(`${base}/w/demo/thread?x=1`, { headers: auth });
     expect(r.status).toBe(200);

@@ -18,6 +18,10 @@ export const ERROR_STATUS = {
   spawn_failed: 500,
   docker_unavailable: 503,
   backend_unavailable: 502,
+  /** /preview/<port>/ names a port outside the workspace's preview allowlist (or one of the backend's own). */
+  port_not_allowed: 403,
+  /** Nothing answers on the previewed port inside the workspace. */
+  preview_unreachable: 502,
   /** The egress gate refused a connection (policy, address class, invalid target). */
   egress_denied: 403,
   /** The egress gate has as many open tunnels as the workspace may hold. */

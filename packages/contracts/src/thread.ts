@@ -57,3 +57,16 @@ export const streamFrameSchema = z.discriminatedUnion('type', [
   z.object({ type: z.literal('line'), line: threadLineSchema }),
 ]);
 export type StreamFrame = z.infer<typeof streamFrameSchema>;
+
+/** GET /ports on the backend: TCP ports listening inside the container, and whether /preview/<port>/ may reach each. */
+export const listeningPortSchema = z.object({
+  port: z.number().int().min(1).max(65535),
+  /** Local addresses it listens on, e.g. 127.0.0.1, 0.0.0.0, ::1, ::. */
+  addresses: z.array(z.string()),
+  /** On the preview allowlist (and not one of the backend's own ports). */
+  preview: z.boolean(),
+});
+export type ListeningPort = z.infer<typeof listeningPortSchema>;
+
+export const portsResponseSchema = z.object({ ports: z.array(listeningPortSchema) });
+export type PortsResponse = z.infer<typeof portsResponseSchema>;
