@@ -11,6 +11,8 @@ import {
   parseOrThrow,
   restoreRequestSchema,
   slugSchema,
+  egressPolicySchema,
+  type EgressResponse,
   type ErrorCode,
   type EventsResponse,
   type GroveEvent,
@@ -56,6 +58,7 @@ function slugParam(c: Context): string {
 }
 
 const listQuerySchema = z.object({ project: z.string().optional(), all: z.enum(['0', '1']).optional() });
+const egressQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(500).optional() });
 const forkQuerySchema = z.object({ wait: z.enum(['true', 'false', '1', '0']).optional() });
 
 export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
@@ -100,6 +103,17 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const workspace = await grove.restore(slugParam(c), req, { wait });
     if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
     return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
+  });
+
+  // The workspace's egress policy and its latest gate decisions; PUT replaces the policy, applied at once.
+  app.get('/api/workspaces/:slug/egress', async (c) => {
+    const q = parseOrThrow(egressQuerySchema, c.req.query(), { what: 'query' });
+    return c.json((await grove.egress(slugParam(c), { limit: q.limit })) satisfies EgressResponse);
+  });
+  app.put('/api/workspaces/:slug/egress', async (c) => {
+    const slug = slugParam(c);
+    const policy = parseOrThrow(egressPolicySchema, await readJson(c), { what: 'egress policy' });
+    return c.json({ policy: await grove.setEgressPolicy(slug, policy) });
   });
 
   app.get('/api/events', async (c) => {

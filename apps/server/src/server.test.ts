@@ -56,6 +56,8 @@ const grove: Grove = {
     if (slug !== 'demo~old') throw new GroveError('not_found', `workspace "${slug}" has no saved work to restore`);
     return ws(`demo~${req.name}`, 'running');
   },
+  egress: async () => ({ policy: { rules: [] }, source: 'default', decisions: [] }), // egress routes: egress-api.test.ts
+  setEgressPolicy: async () => ({ rules: [] }),
   events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
   onEvent: (l) => {
     listeners.add(l);

@@ -150,6 +150,8 @@ export type EgressDecision = z.infer<typeof egressDecisionSchema>;
 
 export const egressResponseSchema = z.object({
   policy: egressPolicySchema,
+  /** `default`: the project default (follows the server's configuration); `workspace`: set through PUT. */
+  source: z.enum(['default', 'workspace']),
   /** Newest first: the latest egress.allowed / egress.denied events of the workspace. */
   decisions: z.array(eventSchema),
 });

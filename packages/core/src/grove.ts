@@ -13,8 +13,10 @@ import {
   recoveryRefPrefix,
   restoreRequestSchema,
   workspaceNameSchema,
+  egressPolicySchema,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
+import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -36,6 +38,7 @@ import {
   saveWork,
 } from './git.ts';
 import type { RecoveryRefEntry, SavedWork } from './git.ts';
+import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
@@ -56,7 +59,7 @@ const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
 /** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
 const MAX_SOCKET_PATH_BYTES = 107;
 
-type Step = 'worktree' | 'dirs' | 'image' | 'container' | 'health' | 'register';
+type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
 /** A failure whose message is already the reason a user should read. */
 class StepFailure extends Error {
@@ -123,6 +126,8 @@ class GroveImpl implements Grove {
   private readonly healthTimeoutMs: number;
   private readonly limits: SandboxLimits;
   private readonly log: Logger;
+  /** The egress gate of every workspace with a container, in this process. */
+  private readonly gates: EgressGates;
   private closed = false;
 
   constructor(
@@ -142,6 +147,13 @@ class GroveImpl implements Grove {
       fileFor: (project) => paths.lockFile(project),
       timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS,
       logger: opts.logger,
+    });
+    this.gates = new EgressGates({
+      logger: opts.logger,
+      socketPath: (slug) => paths.egressSocket(slug),
+      emit: (slug, type, data) => this.emit(slug, type, data),
+      options: opts.egress,
+      socketOwner: OWNER,
     });
   }
 
@@ -329,6 +341,9 @@ class GroveImpl implements Grove {
       await this.prepareDirs(slug, { fresh: true });
       this.checkAbort(signal);
 
+      step = 'egress';
+      await this.gates.ensure(slug, this.policyOf(row));
+
       step = 'image';
       await this.requireImage();
 
@@ -378,6 +393,7 @@ class GroveImpl implements Grove {
         }),
       );
     }
+    await attempt('stop egress gate', () => this.gates.close(row.slug));
     await attempt('remove run and state dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
@@ -401,6 +417,7 @@ class GroveImpl implements Grove {
       const t0 = Date.now();
       const agentSessionId = await this.agentSession(slug);
       await this.opts.driver.stop(slug);
+      await this.gates.close(slug);
       const done = this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState(this.store.byId(cur.id) ?? cur, 'stop');
       this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(agentSessionId ? { agentSessionId } : {}) });
@@ -444,6 +461,8 @@ class GroveImpl implements Grove {
 
       step = 'dirs';
       await this.prepareDirs(slug, { fresh: false });
+      step = 'egress';
+      await this.gates.ensure(slug, this.policyOf(row));
       const before = await this.opts.driver.inspect(slug);
       // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
@@ -473,6 +492,7 @@ class GroveImpl implements Grove {
       } catch (err) {
         this.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
+      await this.gates.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the egress gate after a failed start'));
       this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       throw spawnError(e, reason, { slug, step });
@@ -508,6 +528,7 @@ class GroveImpl implements Grove {
     const saved = await this.lock.withLock(project, () => this.saveBeforeRemoval(row, 'teardown'));
     await this.opts.driver.remove(slug);
     await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
+    await this.gates.close(slug);
     await removeDir(this.paths.run(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
     const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
@@ -536,6 +557,41 @@ class GroveImpl implements Grove {
       this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
     }
     return saved;
+  }
+
+  // ---- egress ----
+
+  private defaultPolicy(): EgressPolicy {
+    return defaultPolicy({ provider: this.opts.sandboxEnv?.GROVE_PROVIDER, rules: this.opts.egress?.defaultRules });
+  }
+
+  private policyOf(row: WorkspaceRow): EgressPolicy {
+    // Stored rows were validated when written; parsing again keeps a hand-edited database from widening a gate.
+    const stored = row.egressPolicy === null ? null : egressPolicySchema.safeParse(row.egressPolicy);
+    if (stored?.success) return stored.data;
+    if (stored) this.log.error({ slug: row.slug }, 'stored egress policy is invalid; using the project default');
+    return this.defaultPolicy();
+  }
+
+  async egress(slug: string, opts: { limit?: number } = {}): Promise<EgressResponse> {
+    const row = this.requireLive(slug);
+    const decisions = this.store.recentEvents(slug, ['egress.allowed', 'egress.denied'], Math.min(Math.max(opts.limit ?? 50, 1), 500));
+    return { policy: this.policyOf(row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
+  }
+
+  async setEgressPolicy(slug: string, input: unknown): Promise<EgressPolicy> {
+    this.assertOpen();
+    const policy = parseOrThrow(egressPolicySchema, input, { what: 'egress policy' });
+    const row = this.requireLive(slug);
+    return this.slugs.run(slug, async () => {
+      const cur = this.store.byId(row.id);
+      if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
+      const before = this.policyOf(cur);
+      this.store.update(cur.id, { egressPolicy: policy });
+      await this.gates.setPolicy(slug, policy);
+      this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
+      return policy;
+    });
   }
 
   // ---- saved work ----
@@ -601,7 +657,21 @@ class GroveImpl implements Grove {
         this.log.error({ err: e, project: p.name }, `worktree reconcile of ${p.name} failed: ${reasonOf(e)}`);
       }
     }
+    await this.reconcileGates();
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
+  }
+
+  /** A gate for every running workspace (they do not survive a server restart), none for the others. */
+  private async reconcileGates(): Promise<void> {
+    for (const row of this.store.rows({ states: LIVE_STATES })) {
+      if (this.inflight.has(row.slug)) continue;
+      try {
+        if (row.state === 'running') await this.gates.ensure(row.slug, this.policyOf(row));
+        else await this.gates.close(row.slug);
+      } catch (e) {
+        this.log.error({ err: e, slug: row.slug }, `egress gate of ${row.slug} could not be started: ${reasonOf(e)}`);
+      }
+    }
   }
 
   /** Returns true when something changed. */
@@ -716,6 +786,7 @@ class GroveImpl implements Grove {
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
+    await this.gates.closeAll();
     this.handle.close();
   }
 
@@ -805,7 +876,8 @@ class GroveImpl implements Grove {
       threadDir: this.paths.thread(row.slug),
       stateDir: this.paths.state(row.slug),
       // Identity last, so sandboxEnv cannot make a backend claim another workspace's slug.
-      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
+      // The proxy variables after sandboxEnv too: every process in the sandbox goes out through the gate.
+      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...PROXY_ENV, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
       limits: this.limits,
     };
   }

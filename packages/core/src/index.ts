@@ -1,3 +1,5 @@
 // @grove/core: the workspace registry, lifecycle state machine, git worktrees, repo locks, name/path guards and audit events.
 export { createGrove, DEFAULT_LIMITS } from './grove.ts';
 export type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
+export { PROXY_ENV, defaultPolicy } from './egress.ts';
+export type { EgressOptions } from './egress.ts';

@@ -22,6 +22,8 @@ export interface GrovePaths {
   thread(slug: string): string;
   run(slug: string): string;
   socket(slug: string): string;
+  /** The workspace's egress gate: <run>/<slug>/egress.sock, /run/grove/egress.sock in its sandbox. */
+  egressSocket(slug: string): string;
   state(slug: string): string;
   lockFile(project: string): string;
   /** <archive>/<slug>-<compact UTC timestamp>, e.g. demo~x-20250101T120000123Z. */
@@ -80,6 +82,7 @@ export function createPaths(home: string): GrovePaths {
     thread: (slug) => under(roots.threadsRoot, validSlug(slug)),
     run: (slug) => under(roots.runRoot, validSlug(slug)),
     socket: (slug) => under(roots.runRoot, validSlug(slug), 'backend.sock'),
+    egressSocket: (slug) => under(roots.runRoot, validSlug(slug), 'egress.sock'),
     state: (slug) => under(roots.stateRoot, validSlug(slug)),
     lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
     archiveFor: (slug, at) => under(roots.archiveRoot, `${validSlug(slug)}-${stamp(at)}`),

@@ -196,6 +196,18 @@ export class Store {
       .map(toEvent);
   }
 
+  /** The newest events of these types for a slug, newest first. */
+  recentEvents(slug: string, types: readonly string[], limit: number): GroveEvent[] {
+    return this.db
+      .select()
+      .from(events)
+      .where(and(eq(events.slug, slug), inArray(events.type, [...types])))
+      .orderBy(desc(events.id))
+      .limit(limit)
+      .all()
+      .map(toEvent);
+  }
+
   /** The newest event of a type for one workspace row (events carry workspaceId in their data). */
   lastEventFor(slug: string, type: string, workspaceId: number): GroveEvent | undefined {
     const rows = this.db

@@ -2,6 +2,8 @@
 import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
+import type { EgressPolicy, EgressResponse } from '@grove/contracts';
+import type { EgressOptions } from './egress.ts';
 
 export interface GroveOptions {
   /** State root (GROVE_HOME). Created if missing. */
@@ -19,6 +21,8 @@ export interface GroveOptions {
   limits?: Partial<SandboxLimits>;
   /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
   sandboxEnv?: Record<string, string>;
+  /** The egress floor: project default rules, resolver and connector hooks, limits. */
+  egress?: EgressOptions;
 }
 
 export interface AddProjectOptions {
@@ -57,6 +61,10 @@ export interface Grove {
   /** Fork a new workspace (req.name) from a recovery ref of slug: the newest, or number req.n. Like fork otherwise. */
   restore(slug: string, req: RestoreRequest, opts?: { wait?: boolean }): Promise<Workspace>;
   events(query?: { slug?: string; after?: number; limit?: number }): Promise<GroveEvent[]>;
+  /** The workspace's egress policy, whether it is the project default, and its latest decisions (newest first). */
+  egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;
+  /** Replace the workspace's egress policy (validated: invalid_input); applied at once to its running gate. */
+  setEgressPolicy(slug: string, policy: unknown): Promise<EgressPolicy>;
   /** Subscribe to audit events as they are written (live UI). Returns an unsubscribe function. */
   onEvent(listener: (e: GroveEvent) => void): () => void;
   /**

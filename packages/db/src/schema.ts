@@ -36,6 +36,11 @@ export const workspaces = sqliteTable(
     createdAt: text('created_at').notNull(),
     updatedAt: text('updated_at').notNull(),
     lastActivityAt: text('last_activity_at'),
+    /**
+     * The workspace's egress policy ({rules: [{host, ports}]}, checked by egressPolicySchema in contracts);
+     * null means the project default. Kept on the host only: never in a directory a sandbox mounts.
+     */
+    egressPolicy: text('egress_policy', { mode: 'json' }).$type<{ rules: Array<{ host: string; ports: number[] }> }>(),
   },
   (t) => [
     // A live slug is unique; gone and failed rows stay behind as history and may repeat.

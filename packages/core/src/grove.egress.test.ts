@@ -1,0 +1,238 @@
+// The egress floor in the lifecycle: a gate per workspace from fork to stop/teardown/rollback and after a
+// restart, its policy persisted and applied live, its decisions in the events table at a bounded rate.
+// In-memory sandbox driver; the gate is real, reached over its real socket. Only loopback is contacted.
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { Server } from 'node:http';
+import { connect as netConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { egressDecisionSchema, isGroveError } from '@grove/contracts';
+import type { EgressDecision, GroveEvent } from '@grove/contracts';
+import { isLoopback, parseIp } from '@grove/egress';
+import type { Connector } from '@grove/egress';
+import { EgressAudit, PROXY_ENV } from './egress.ts';
+import { createGrove } from './index.ts';
+import type { Grove, GroveOptions } from './index.ts';
+import { FakeDriver } from './test-support/fake-driver.ts';
+import { makeSourceRepo } from './test-support/repo.ts';
+
+let tmp: string;
+let home: string;
+let source: string;
+let driver: FakeDriver;
+const groves: Grove[] = [];
+let upstream: Server;
+let upPort = 0;
+
+/** Loopback only: anything else fails the test instead of leaving the machine. */
+const connect: Connector = (t) => {
+  const ip = parseIp(t.address);
+  if (!ip || !isLoopback(ip)) throw new Error(`test connector refused non-loopback ${t.address}`);
+  return netConnect({ host: t.address, port: t.port });
+};
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => res.end(`upstream-ok ${req.url}`));
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const a = upstream.address();
+  upPort = typeof a === 'object' && a ? a.port : 0;
+});
+afterAll(async () => {
+  await new Promise((r) => upstream.close(r));
+});
+
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'grove-core-egress-'));
+  home = join(tmp, 'home');
+  source = makeSourceRepo(join(tmp, 'src'));
+  driver = new FakeDriver();
+});
+afterEach(async () => {
+  for (const g of groves.splice(0)) await g.close();
+  await driver.closeAll();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
+  const g = await createGrove({
+    home,
+    driver,
+    image: 'grove-sandbox:test',
+    maxRunning: 3,
+    logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
+    healthTimeoutMs: 1_500,
+    egress: { connect, resolver: async () => ['127.0.0.1'] },
+    ...over,
+  });
+  groves.push(g);
+  return g;
+}
+
+async function withWorkspace(over: Partial<GroveOptions> = {}): Promise<Grove> {
+  const g = await open(over);
+  await g.addProject({ name: 'demo', source, createDefault: false });
+  await g.fork({ project: 'demo', name: 'feat' });
+  return g;
+}
+
+const gateOf = (slug: string): string => join(home, 'run', slug, 'egress.sock');
+
+/** One request through a gate socket, as the sandbox's relay would send it. */
+function through(socketPath: string, text: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const s = netConnect(socketPath);
+    let out = '';
+    let tunnelled = false;
+    s.on('connect', () => s.write(text));
+    s.on('data', (d: Buffer) => {
+      out += d.toString();
+      // Once a tunnel is up, one request through it to the test upstream.
+      if (!tunnelled && out.startsWith('HTTP/1.1 200 Connection Established\r\n\r\n')) {
+        tunnelled = true;
+        s.write('GET /t HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+      }
+    });
+    s.on('close', () => resolve({ status: Number(out.slice(9, 12)), text: out }));
+    s.on('error', reject);
+  });
+}
+
+async function egressEvents(g: Grove, slug: string): Promise<GroveEvent[]> {
+  return (await g.events({ slug, limit: 1000 })).filter((e) => e.type.startsWith('egress.'));
+}
+
+async function until<T>(fn: () => Promise<T | undefined | false>, ms = 5_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('egress in the lifecycle', () => {
+  it('starts the gate before the container, sets the proxy env, and stops it with the workspace', async () => {
+    const g = await withWorkspace();
+    expect(existsSync(gateOf('demo~feat'))).toBe(true);
+    expect(driver.containers.get('demo~feat')?.spec.env).toMatchObject(PROXY_ENV);
+    expect(driver.containers.get('demo~feat')?.spec.env.NO_PROXY).toBe('localhost,127.0.0.1');
+    await g.stop('demo~feat');
+    expect(existsSync(gateOf('demo~feat'))).toBe(false);
+    await g.start('demo~feat');
+    expect(existsSync(gateOf('demo~feat'))).toBe(true);
+    await g.teardown('demo~feat');
+    expect(existsSync(gateOf('demo~feat'))).toBe(false);
+  });
+
+  it('denies by default (scripted provider: nothing allowed) and writes the decision to the events table', async () => {
+    const g = await withWorkspace();
+    expect(await g.egress('demo~feat')).toMatchObject({ policy: { rules: [] }, source: 'default', decisions: [] });
+    const r = await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`);
+    expect(r.status).toBe(403);
+    const [e] = await until(async () => {
+      const es = await egressEvents(g, 'demo~feat');
+      return es.length ? es : undefined;
+    });
+    expect(e?.type).toBe('egress.denied');
+    expect(egressDecisionSchema.omit({ slug: true }).safeParse(e?.data).success).toBe(true);
+    expect(e?.data).toMatchObject({ host: '127.0.0.1', port: upPort, rule: 'blocked-address:loopback', decision: 'deny' });
+    expect((await g.egress('demo~feat')).decisions.map((d) => d.id)).toEqual([e?.id]);
+  });
+
+  it('the default names the agent provider API host when one is configured', async () => {
+    const g = await withWorkspace({ sandboxEnv: { GROVE_PROVIDER: 'claude' } });
+    expect((await g.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'api.anthropic.com', ports: [443] }] });
+  });
+
+  it('persists a new policy, applies it live, and keeps it across stop and start', async () => {
+    const g = await withWorkspace();
+    const policy = await g.setEgressPolicy('demo~feat', { rules: [{ host: '127.0.0.1', ports: [upPort] }] });
+    expect(policy.rules).toEqual([{ host: '127.0.0.1', ports: [upPort] }]);
+    const ok = await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`);
+    expect(ok.text).toContain('upstream-ok /t');
+    const allowed = await until(async () => (await egressEvents(g, 'demo~feat')).find((e) => e.type === 'egress.allowed'));
+    expect(allowed.data).toMatchObject({ address: '127.0.0.1', rule: `127.0.0.1:${upPort}`, status: 200 });
+    expect(allowed.data.bytesIn).toBeGreaterThan(0);
+    const changed = (await egressEvents(g, 'demo~feat')).find((e) => e.type === 'egress.policy');
+    expect(changed?.data).toMatchObject({ before: [], after: [{ host: '127.0.0.1', ports: [upPort] }], applied: true });
+
+    await g.stop('demo~feat');
+    await g.setEgressPolicy('demo~feat', { rules: [{ host: 'example.com', ports: [443] }] });
+    expect((await egressEvents(g, 'demo~feat')).at(-1)?.data).toMatchObject({ applied: false });
+    await g.start('demo~feat');
+    expect(await g.egress('demo~feat')).toMatchObject({ source: 'workspace', policy: { rules: [{ host: 'example.com', ports: [443] }] } });
+    const denied = await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`);
+    expect(denied.status).toBe(403);
+  });
+
+  it('refuses an invalid policy with the rule that failed, and unknown workspaces', async () => {
+    const g = await withWorkspace();
+    const bad = await g.setEgressPolicy('demo~feat', { rules: [{ host: '*.com', ports: [443] }] }).catch((e: unknown) => e);
+    expect(isGroveError(bad) && bad.code).toBe('invalid_input');
+    expect((bad as Error).message).toMatch(/at least two labels/);
+    const missing = await g.egress('demo~nope').catch((e: unknown) => e);
+    expect(isGroveError(missing) && missing.code).toBe('workspace_not_found');
+  });
+
+  it('restarts the gates of running workspaces on reconcile (a new server process)', async () => {
+    const g = await withWorkspace();
+    await g.setEgressPolicy('demo~feat', { rules: [{ host: '127.0.0.1', ports: [upPort] }] });
+    await g.close();
+    expect(existsSync(gateOf('demo~feat'))).toBe(false);
+    const again = await open();
+    await again.reconcile();
+    expect(existsSync(gateOf('demo~feat'))).toBe(true);
+    const ok = await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`);
+    expect(ok.text).toContain('upstream-ok');
+  });
+
+  it('rolls the gate back with a failed fork', async () => {
+    const g = await open({ healthTimeoutMs: 300 });
+    await g.addProject({ name: 'demo', source, createDefault: false });
+    driver.behave.listen = false;
+    await expect(g.fork({ project: 'demo', name: 'dead' })).rejects.toMatchObject({ code: 'spawn_failed' });
+    expect(existsSync(join(home, 'run', 'demo~dead'))).toBe(false);
+  });
+});
+
+describe('EgressAudit', () => {
+  const d = (over: Partial<EgressDecision> = {}): EgressDecision => ({
+    slug: 'demo',
+    method: 'CONNECT',
+    host: '10.0.0.1',
+    port: 80,
+    address: '10.0.0.1',
+    decision: 'deny',
+    rule: 'blocked-address:private',
+    reason: 'r',
+    status: 403,
+    bytesIn: 0,
+    bytesOut: 0,
+    durationMs: 1,
+    ...over,
+  });
+
+  it('writes a budget of decisions per window, folds the rest into one summary per host and rule', () => {
+    vi.useFakeTimers();
+    try {
+      const written: Array<{ type: string; data: Record<string, unknown> }> = [];
+      const audit = new EgressAudit((_slug, type, data) => written.push({ type, data }), { windowMs: 1_000, allowedPerWindow: 2, deniedPerWindow: 3 });
+      for (let i = 0; i < 10; i++) audit.record(d());
+      for (let i = 0; i < 5; i++) audit.record(d({ decision: 'allow', rule: 'a.example:443', host: 'a.example', bytesIn: 10, bytesOut: 5, status: 200 }));
+      expect(written).toHaveLength(5);
+      vi.advanceTimersByTime(1_000);
+      expect(written).toHaveLength(7);
+      expect(written[5]).toMatchObject({ type: 'egress.denied', data: { count: 7, rule: 'blocked-address:private' } });
+      expect(written[6]).toMatchObject({ type: 'egress.allowed', data: { count: 3, bytesIn: 30, bytesOut: 15 } });
+      // A new window starts with a fresh budget.
+      audit.record(d());
+      expect(written).toHaveLength(8);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
