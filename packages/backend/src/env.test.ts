@@ -12,8 +12,11 @@ describe('readEnv', () => {
       slug: 'demo',
       provider: 'scripted',
       scriptedDelayMs: 25,
+      egressSocket: '/run/grove/egress.sock',
+      egressPort: 3128,
     });
     expect(ENV_DEFAULTS.GROVE_SOCKET).toBe(SANDBOX_PATHS.socket);
+    expect(ENV_DEFAULTS.GROVE_EGRESS_SOCKET).toBe(`${SANDBOX_PATHS.run}/egress.sock`);
     expect(ENV_DEFAULTS.GROVE_THREAD_DIR).toBe(SANDBOX_PATHS.thread);
     expect(ENV_DEFAULTS.GROVE_WORKSPACE_DIR).toBe(SANDBOX_PATHS.workspace);
   });
@@ -27,8 +30,10 @@ describe('readEnv', () => {
         GROVE_SLUG: 'proj~feature-1',
         GROVE_PROVIDER: 'scripted',
         GROVE_SCRIPTED_DELAY_MS: '0',
+        GROVE_EGRESS_SOCKET: '/tmp/e.sock',
+        GROVE_EGRESS_PORT: '8888',
       }),
-    ).toMatchObject({ socketPath: '/tmp/x.sock', threadDir: '/tmp/t', workspaceDir: '/workspace', slug: 'proj~feature-1', scriptedDelayMs: 0 });
+    ).toMatchObject({ socketPath: '/tmp/x.sock', threadDir: '/tmp/t', workspaceDir: '/workspace', slug: 'proj~feature-1', scriptedDelayMs: 0, egressSocket: '/tmp/e.sock', egressPort: 8888 });
     expect(readEnv({ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: '' }).scriptedDelayMs).toBe(25);
   });
 
@@ -39,6 +44,8 @@ describe('readEnv', () => {
     [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: 'fast' }, /GROVE_SCRIPTED_DELAY_MS must be a number/],
     [{ GROVE_SLUG: 'demo', GROVE_SCRIPTED_DELAY_MS: '-5' }, /must not be negative/],
     [{ GROVE_SLUG: 'demo', GROVE_SOCKET: 'relative.sock' }, /GROVE_SOCKET must be an absolute path/],
+    [{ GROVE_SLUG: 'demo', GROVE_EGRESS_PORT: '0' }, /GROVE_EGRESS_PORT must be between 1 and 65535/],
+    [{ GROVE_SLUG: 'demo', GROVE_EGRESS_SOCKET: 'egress.sock' }, /GROVE_EGRESS_SOCKET must be an absolute path/],
   ])('rejects %j', (env, message) => {
     expect(() => readEnv(env)).toThrow(message);
   });

@@ -14,6 +14,10 @@ export const ENV_DEFAULTS = {
   GROVE_WORKSPACE_DIR: '/workspace',
   GROVE_PROVIDER: 'scripted',
   GROVE_SCRIPTED_DELAY_MS: 25,
+  /** The host's egress gate, relayed to from GROVE_EGRESS_PORT (DESIGN.md section 6). */
+  GROVE_EGRESS_SOCKET: '/run/grove/egress.sock',
+  /** Loopback port inside the container that HTTP(S)_PROXY point at. */
+  GROVE_EGRESS_PORT: 3128,
 } as const;
 
 /** `FOO=` in a compose file or `docker run -e FOO=` means "not set", not "the empty string". */
@@ -38,6 +42,16 @@ const envSchema = z.object({
       .max(10_000, { error: 'GROVE_SCRIPTED_DELAY_MS must be at most 10000' })
       .default(ENV_DEFAULTS.GROVE_SCRIPTED_DELAY_MS),
   ),
+  GROVE_EGRESS_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_EGRESS_SOCKET').default(ENV_DEFAULTS.GROVE_EGRESS_SOCKET)),
+  GROVE_EGRESS_PORT: z.preprocess(
+    unsetIfEmpty,
+    z.coerce
+      .number({ error: 'GROVE_EGRESS_PORT must be a port number' })
+      .int({ error: 'GROVE_EGRESS_PORT must be a whole number' })
+      .min(1, { error: 'GROVE_EGRESS_PORT must be between 1 and 65535' })
+      .max(65535, { error: 'GROVE_EGRESS_PORT must be between 1 and 65535' })
+      .default(ENV_DEFAULTS.GROVE_EGRESS_PORT),
+  ),
 });
 
 export interface BackendEnv {
@@ -47,6 +61,8 @@ export interface BackendEnv {
   slug: string;
   provider: ProviderName;
   scriptedDelayMs: number;
+  egressSocket: string;
+  egressPort: number;
 }
 
 /** Throws GroveError('invalid_input') naming every variable that is wrong. */
@@ -59,5 +75,7 @@ export function readEnv(env: Record<string, string | undefined> = process.env): 
     slug: parsed.GROVE_SLUG,
     provider: parsed.GROVE_PROVIDER,
     scriptedDelayMs: parsed.GROVE_SCRIPTED_DELAY_MS,
+    egressSocket: parsed.GROVE_EGRESS_SOCKET,
+    egressPort: parsed.GROVE_EGRESS_PORT,
   };
 }

@@ -2,6 +2,8 @@
 export { createBackend } from './backend.ts';
 export type { Backend, BackendOptions } from './backend.ts';
 export { readEnv, ENV_DEFAULTS } from './env.ts';
+export { createEgressRelay } from './egress-relay.ts';
+export type { EgressRelay, EgressRelayOptions } from './egress-relay.ts';
 export type { BackendEnv } from './env.ts';
 export { createLogger, silentLogger } from './logger.ts';
 export type { Logger, LogLevel } from './logger.ts';

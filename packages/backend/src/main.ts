@@ -1,5 +1,6 @@
 // Entry point inside the sandbox: read the environment, serve on the socket, shut down cleanly on SIGTERM/SIGINT.
 import { createBackend } from './backend.ts';
+import { createEgressRelay } from './egress-relay.ts';
 import { readEnv } from './env.ts';
 import { createLogger } from './logger.ts';
 
@@ -26,6 +27,7 @@ async function main(): Promise<void> {
   }
 
   const backend = createBackend({ ...env, logger });
+  const relay = createEgressRelay({ socketPath: env.egressSocket, port: env.egressPort, logger });
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
       logger.error({ afterMs: FORCE_EXIT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
     }, FORCE_EXIT_MS).unref();
-    backend.close().then(
+    Promise.all([backend.close(), relay.close()]).then(
       () => process.exit(0),
       (err: unknown) => {
         logger.fatal({ err }, 'shutdown failed');
@@ -49,6 +51,9 @@ async function main(): Promise<void> {
   process.on('SIGTERM', shutdown);
   process.on('SIGINT', shutdown);
 
+  // The relay first, so a backend that answers /health already has its way out. Without the relay the
+  // sandbox simply has no egress while the thread still works, so that is logged loudly, not fatal.
+  await relay.listen().catch((err: unknown) => logger.error({ err }, 'egress relay failed to listen; this sandbox has no egress'));
   try {
     await backend.listen();
   } catch (err) {

@@ -1,0 +1,224 @@
+// The SSRF corpus from inside a real hardened sandbox (the Docker driver and image Grove uses), through
+// the backend's relay on 127.0.0.1:3128, to a gate on the host. The gate here has the test resolver
+// hook and a connector that refuses anything but loopback, so no case can ever put a packet on a
+// non-loopback address, even if the gate were wrong. Needs Docker and the image (npm run setup).
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request } from 'node:http';
+import type { Server } from 'node:http';
+import { connect as netConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EgressDecision } from '@grove/contracts';
+import { LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
+import type { SandboxSpec } from '@grove/sandbox';
+import { isLoopback, parseIp } from './address.ts';
+import { loadCorpus } from './corpus.ts';
+import type { Corpus } from './corpus.ts';
+import { createGate } from './gate.ts';
+import type { ConnectTarget, Gate } from './gate.ts';
+import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from './probe.ts';
+import type { ProbeCase, ProbeResult } from './probe.ts';
+import { staticResolver } from './resolver.ts';
+
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
+const INSTANCE = `e${randomBytes(4).toString('hex')}`;
+const SLUG = 'egr~probe';
+const RELAY = { host: '127.0.0.1', port: 3128 };
+const PROXY_ENV = { HTTPS_PROXY: 'http://127.0.0.1:3128', HTTP_PROXY: 'http://127.0.0.1:3128', https_proxy: 'http://127.0.0.1:3128', http_proxy: 'http://127.0.0.1:3128', NO_PROXY: 'localhost,127.0.0.1', no_proxy: 'localhost,127.0.0.1' };
+
+const driver = createDockerDriver({ instance: INSTANCE });
+const root = mkdtempSync(join(tmpdir(), 'grove-egress-docker-'));
+const runDir = join(root, 'run', SLUG);
+const socketPath = join(runDir, 'egress.sock');
+let upstream: Server;
+let upPort = 0;
+const upstreamRequests: string[] = [];
+let corpus: Corpus;
+let gate: Gate | null = null;
+const decisions: EgressDecision[] = [];
+const connects: ConnectTarget[] = [];
+const violations: ConnectTarget[] = [];
+
+async function startGate(): Promise<Gate> {
+  const g = createGate({
+    slug: SLUG,
+    socketPath,
+    policy: corpus.policy,
+    audit: (d) => decisions.push(d),
+    resolver: staticResolver(corpus.resolver),
+    connect: (t) => {
+      connects.push(t);
+      const ip = parseIp(t.address);
+      if (!ip || !isLoopback(ip)) {
+        violations.push(t);
+        throw new Error(`test connector refused non-loopback ${t.address}`);
+      }
+      return netConnect({ host: t.address, port: t.port });
+    },
+    socketOwner: { uid: SANDBOX_UID, gid: SANDBOX_GID },
+  });
+  await g.listen();
+  return g;
+}
+
+const run = promisify(execFile);
+
+// Asynchronous on purpose: the gate lives in this process, so a synchronous exec would block the very
+// event loop that has to answer the sandbox.
+async function sh(script: string): Promise<{ code: number; out: string }> {
+  try {
+    const r = await run('docker', ['exec', containerName(INSTANCE, SLUG), 'sh', '-c', script], { encoding: 'utf8' });
+    return { code: 0, out: `${r.stdout}${r.stderr}` };
+  } catch (e) {
+    const err = e as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof err.code === 'number' ? err.code : -1, out: `${err.stdout ?? ''}${err.stderr ?? ''}` };
+  }
+}
+
+/** Run the probe inside the sandbox against the relay. */
+async function probeInside(cases: ProbeCase[]): Promise<ProbeResult[]> {
+  const r = await run('docker', ['exec', containerName(INSTANCE, SLUG), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], {
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
+  });
+  return JSON.parse(r.stdout) as ProbeResult[];
+}
+
+async function until(cond: () => boolean, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+function health(): Promise<number> {
+  return new Promise((resolve) => {
+    const req = request({ socketPath: join(runDir, 'backend.sock'), path: '/health' }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('error', () => resolve(0));
+    req.end();
+  });
+}
+
+beforeAll(async () => {
+  await driver.ping();
+  if (!(await driver.imageExists(IMAGE))) throw new Error(`${IMAGE} is missing: run \`npm run setup\` first`);
+  upstream = createServer((req, res) => {
+    upstreamRequests.push(`${req.method} ${req.url}`);
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    res.end(`upstream-ok ${req.method} ${req.url}`);
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const addr = upstream.address();
+  upPort = typeof addr === 'object' && addr ? addr.port : 0;
+  corpus = loadCorpus(upPort);
+
+  // A minimal Grove home for one workspace: the mounts exist, nothing else of the host is shared.
+  const common = join(root, 'repo');
+  const spec: SandboxSpec = {
+    slug: SLUG,
+    project: 'egr',
+    image: IMAGE,
+    worktreePath: join(root, 'worktree'),
+    gitAdminDir: join(common, 'worktrees', 'probe'),
+    gitCommonDir: common,
+    runDir,
+    threadDir: join(root, 'threads', SLUG),
+    stateDir: join(root, 'state', SLUG),
+    env: { GROVE_SLUG: SLUG, GROVE_PROJECT: 'egr', ...PROXY_ENV },
+    limits: { memoryBytes: 256 * 1024 * 1024, nanoCpus: 500_000_000, pids: 128 },
+  };
+  for (const d of [spec.worktreePath, spec.gitAdminDir, runDir, spec.threadDir, spec.stateDir]) {
+    mkdirSync(d, { recursive: true });
+    if (process.getuid?.() === 0) chownSync(d, SANDBOX_UID, SANDBOX_GID);
+  }
+  gate = await startGate();
+  await driver.ensure(spec);
+  const deadline = Date.now() + 30_000;
+  while ((await health()) !== 200) {
+    if (Date.now() > deadline) throw new Error(`backend did not start: ${await driver.logs(SLUG, 30)}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+});
+
+afterAll(async () => {
+  await gate?.close();
+  const ids = execFileSync('docker', ['ps', '-aq', '--filter', `label=${LABELS.instance}=${INSTANCE}`], { encoding: 'utf8' }).split('\n').filter(Boolean);
+  if (ids.length) spawnSync('docker', ['rm', '-f', ...ids]);
+  await new Promise((r) => upstream?.close(r));
+  rmSync(root, { recursive: true, force: true });
+});
+
+describe('the SSRF corpus from inside a real sandbox', () => {
+  it('is the only way out: the sandbox has only loopback, and the relay listens there', async () => {
+    expect((await sh('ls /sys/class/net')).out.trim().split(/\s+/)).toEqual(['lo']);
+    expect((await sh('cat /proc/net/route')).out.trim().split('\n')).toHaveLength(1); // header only: no IPv4 route at all
+    expect((await sh('env | grep -i _proxy= | sort')).out.trim().split('\n')).toEqual(
+      Object.entries(PROXY_ENV)
+        .map(([k, v]) => `${k}=${v}`)
+        .sort(),
+    );
+  });
+
+  it('denies every deny case before any connection, audits every case, and lets every allow case through', async () => {
+    const start = decisions.length;
+    const before = upstreamRequests.length;
+    const results = await probeInside(probeCases(corpus.cases));
+    await until(() => decisions.length - start === corpus.cases.length);
+    const mine = decisions.slice(start);
+    const allowed = corpus.cases.filter((c) => c.expect === 'allow');
+    corpus.cases.forEach((c, i) => {
+      const r = results[i];
+      const res = parseResponse(r?.text ?? '');
+      const where = `${c.id}: ${r?.text.slice(0, 300)} ${r?.err ?? ''}`;
+      if (c.expect === 'deny') {
+        expect(res.status, where).toBe(c.status ?? 403);
+        expect((JSON.parse(res.body) as { rule: string }).rule, where).toBe(c.rule);
+        expect(mine[i], where).toMatchObject({ slug: SLUG, decision: 'deny', rule: c.rule, bytesIn: 0, bytesOut: 0 });
+      } else {
+        expect(res.body, where).toMatch(/^upstream-ok /);
+        expect(mine[i], where).toMatchObject({ slug: SLUG, decision: 'allow', rule: c.rule, address: '127.0.0.1', port: upPort });
+        expect(mine[i]?.bytesIn, where).toBeGreaterThan(0);
+      }
+    });
+    expect(violations).toEqual([]);
+    expect(connects.filter((t) => t.port !== upPort)).toEqual([]);
+    expect(upstreamRequests.length - before).toBe(allowed.length);
+  });
+
+  it('carries an ordinary client that honours http_proxy (git over HTTP) through the gate', async () => {
+    const before = upstreamRequests.length;
+    // git (libcurl) sends the absolute URL to the proxy and never resolves the name itself.
+    // The test upstream is no git server: what git makes of the answer does not matter, that it got one does.
+    await sh(`git ls-remote http://upstream.test:${upPort}/repo.git 2>&1`);
+    await until(() => upstreamRequests.length > before);
+    expect(upstreamRequests.slice(before)[0]).toMatch(/^GET \/repo\.git\/info\/refs\?service=git-upload-pack$/);
+    expect(decisions.at(-1)).toMatchObject({ method: 'HTTP', host: 'upstream.test', decision: 'allow' });
+    // A name outside the policy: refused by the gate, never resolved, nothing reaches the upstream.
+    const denied = await sh('git ls-remote http://evil.test/repo.git 2>&1');
+    expect(denied.code).not.toBe(0);
+    expect(denied.out).toMatch(/403/);
+  });
+
+  it('without the gate there is no way out: the relay answers 502 and nothing is connected', async () => {
+    await gate?.close();
+    gate = null;
+    const connectsBefore = connects.length;
+    const [r] = await probeInside([{ id: 'no-gate', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status).toBe(502);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_upstream', rule: 'gate-unavailable' });
+    expect(connects.length).toBe(connectsBefore);
+    // A new gate on the same socket path is picked up by the next connection: no container restart.
+    gate = await startGate();
+    const [again] = await probeInside(probeCases(corpus.cases.filter((c) => c.id === 'allow-ip-rule')));
+    expect(parseResponse(again?.text ?? '').body).toMatch(/^upstream-ok /);
+  });
+});
