@@ -2,10 +2,15 @@
 // proxies in front of it, or Grove's front door alone, so load generator, proxies and upstream each get a process.
 import http from 'node:http';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import httpProxy from 'http-proxy';
 import * as httpProxy3 from 'http-proxy-3';
 import { pino } from 'pino';
+import { createGrove } from '@grove/core';
 import type { Grove } from '@grove/core';
+import { openDb, projects, workspaces } from '@grove/db';
+import type { SandboxDriver } from '@grove/sandbox';
 import { createGroveServer } from '../apps/server/src/server.ts';
 
 const [role, socketPath] = process.argv.slice(2);
@@ -47,6 +52,21 @@ if (role === 'upstream') {
   const stub = { socketFor: async () => socketPath } as unknown as Grove;
   const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
 
-  const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1') };
+  // The same front door over the real registry (SQLite, the per-request socketFor lookup), with a running row
+  // whose socket path is a symlink to the upstream; the driver is never called on this path.
+  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-bench-proxy-home-'));
+  process.on('exit', () => fs.rmSync(home, { recursive: true, force: true }));
+  process.on('SIGTERM', () => process.exit(0));
+  const at = new Date().toISOString();
+  const seed = openDb({ file: path.join(home, 'grove.db') });
+  seed.db.insert(projects).values({ name: 'bench', source: '/nonexistent', defaultBranch: 'main', createdAt: at }).run();
+  seed.db.insert(workspaces).values({ slug: 'bench', project: 'bench', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running', createdAt: at, updatedAt: at }).run();
+  seed.close();
+  fs.mkdirSync(path.join(home, 'run/bench'), { recursive: true });
+  fs.symlinkSync(socketPath, path.join(home, 'run/bench/backend.sock'));
+  const real = await createGrove({ home, driver: {} as SandboxDriver, image: 'unused', maxRunning: 4, logger: pino({ level: 'silent' }) });
+  const groveReal = createGroveServer({ grove: real, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
+
+  const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1'), groveReal: await groveReal.listen(0, '127.0.0.1') };
   process.stdout.write(`${JSON.stringify(ports)}\n`);
 }

@@ -1,6 +1,7 @@
 // Benchmark: proxy overhead for 1 KiB and 256 KiB responses, side by side in one run: straight to the Unix
 // socket, nginx (one worker, upstream keep-alive), configurable-http-proxy, http-proxy and http-proxy-3 (both
-// with a keep-alive agent), and Grove's front door (/w/<slug>/ with auth and routing, which uses http-proxy).
+// with a keep-alive agent), and Grove's front door (/w/<slug>/ with auth and routing, which uses http-proxy),
+// once with a stub registry (the proxy path alone) and once over the real SQLite registry (what the server does).
 // Run: npm run bench:proxy -w @grove/bench   (env BENCH_SECONDS, BENCH_CONNECTIONS)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -117,7 +118,7 @@ async function run(target: string, size: string, opts: autocannon.Options): Prom
 async function main(): Promise<void> {
   console.log(`proxy overhead: ${connections} connections, ${seconds} s each, autocannon; ${machineNote()}`);
   await child('upstream');
-  const ports = (await child('proxies')) as { httpProxy: number; httpProxy3: number; grove: number };
+  const ports = (await child('proxies')) as { httpProxy: number; httpProxy3: number; grove: number; groveReal: number };
   const nginx = await startNginx();
   const chp = await startChp();
   const rows: Row[] = [];
@@ -127,16 +128,18 @@ async function main(): Promise<void> {
     if (chp) rows.push(await run('configurable-http-proxy', size, { url: `http://127.0.0.1:${chp}/${size}` }));
     rows.push(await run('http-proxy + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy}/${size}` }));
     rows.push(await run('http-proxy-3 + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy3}/${size}` }));
-    rows.push(await run('Grove /w/<slug>/ (auth + http-proxy)', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: { authorization: 'Bearer bench-token-0123456789' } }));
+    const auth = { authorization: 'Bearer bench-token-0123456789' };
+    rows.push(await run('Grove /w/<slug>/, stub registry', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: auth }));
+    rows.push(await run('Grove /w/<slug>/, real registry (SQLite)', size, { url: `http://127.0.0.1:${ports.groveReal}/w/bench/${size}`, headers: auth }));
   }
   console.log('');
   table(['target', 'size', 'req/s', 'p50 ms', 'p99 ms', 'errors'], rows.map((r) => [r.target, r.size, r.rps, r.p50, r.p99, r.errors]));
   const pick = (t: string, s: string) => rows.find((r) => r.target.startsWith(t) && r.size === s);
   const rps = (t: string, s: string) => pick(t, s)?.rps ?? Number.NaN;
-  const g = pick('Grove', '1k');
+  const g = pick('Grove /w/<slug>/, real', '1k');
   console.log(
-    `\nsummary: 1k Grove front door ${rps('Grove', '1k')} req/s (p99 ${g?.p99 ?? '-'} ms) = ${fmt(rps('Grove', '1k') / rps('nginx', '1k'), 2)}x nginx, ` +
-      `${fmt(rps('Grove', '1k') / rps('configurable', '1k'), 2)}x configurable-http-proxy, ${fmt(rps('Grove', '1k') / rps('direct', '1k'), 2)}x direct; ` +
+    `\nsummary: 1k Grove front door ${rps('Grove /w/<slug>/, real', '1k')} req/s (p99 ${g?.p99 ?? '-'} ms) = ${fmt(rps('Grove /w/<slug>/, real', '1k') / rps('nginx', '1k'), 2)}x nginx, ` +
+      `${fmt(rps('Grove /w/<slug>/, real', '1k') / rps('configurable', '1k'), 2)}x configurable-http-proxy, ${fmt(rps('Grove /w/<slug>/, real', '1k') / rps('direct', '1k'), 2)}x direct; ` +
       `http-proxy ${rps('http-proxy +', '1k')} vs http-proxy-3 ${rps('http-proxy-3', '1k')} req/s (goal: ≥ nginx, ≥ 2.5x CHP, p99 < 3 ms)`,
   );
   console.log(`after: ${machineNote()}`);

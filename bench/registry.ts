@@ -13,22 +13,24 @@ import { fmt, machineNote, mkTemp, onCleanup, reconcileLog, table } from './lib.
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
 const SIZES = (process.env.BENCH_SIZES ?? '10,100,1000').split(',').map(Number);
+/** Gone rows stay as history after every teardown; one extra cell lists 10 live workspaces over this many gone ones. */
+const GONE = Number(process.env.BENCH_GONE ?? 1000);
 
-function seed(home: string, n: number): void {
+function seed(home: string, n: number, gone = 0): void {
   const { db, close } = openDb({ file: path.join(home, 'grove.db') });
   try {
     const at = new Date().toISOString();
     // The project's repository does not exist: reconciliation then skips its worktrees, which is what we want
     // (this measures the registry, not git).
     db.insert(projects).values({ name: 'bench', source: '/nonexistent', defaultBranch: 'main', createdAt: at }).run();
-    const rows: NewWorkspaceRow[] = Array.from({ length: n }, (_, i) => ({
+    const rows: NewWorkspaceRow[] = Array.from({ length: n + gone }, (_, i) => ({
       slug: `bench~w${i}`,
       project: 'bench',
       name: `w${i}`,
       isDefault: false,
       branch: `grove/w${i}`,
       baseRef: 'main',
-      state: 'stopped',
+      state: i < gone ? 'gone' : 'stopped',
       worktreePath: path.join(home, 'worktrees/bench', `w${i}`),
       createdAt: at,
       updatedAt: at,
@@ -49,7 +51,8 @@ async function main(): Promise<void> {
   console.log(`registry at scale: GET /api/workspaces, ${seconds} s per cell, autocannon; ${machineNote()}`);
   const rows: Array<Array<string | number>> = [];
   const p99At = new Map<number, number>();
-  for (const n of SIZES) {
+  const cells = [...SIZES.map((n) => ({ n, gone: 0 })), ...(GONE ? [{ n: 10, gone: GONE }] : [])];
+  for (const { n, gone } of cells) {
     const home = mkTemp(`registry-${n}`);
     let server: RunningServer | undefined;
     const done = onCleanup(async () => {
@@ -57,7 +60,7 @@ async function main(): Promise<void> {
       cleanup(home);
     });
     try {
-      seed(home, n);
+      seed(home, n, gone);
       const t0 = performance.now();
       server = await startServer({ home, env: { GROVE_DEMO: 'false', LOG_LEVEL: 'info' } });
       const startMs = performance.now() - t0;
@@ -67,8 +70,8 @@ async function main(): Promise<void> {
       const bytes = Buffer.byteLength(JSON.stringify(res.body));
       const one = await load(server, 1);
       const ten = await load(server, 10);
-      p99At.set(n, one.p99);
-      rows.push([n, fmt(bytes / 1024, 1), one.rps, one.p50, one.p99, ten.rps, ten.p50, ten.p99, one.errors + ten.errors, fmt(startMs), rec ? rec.ms : '-']);
+      if (!gone) p99At.set(n, one.p99);
+      rows.push([gone ? `${n} (+${gone} gone)` : n, fmt(bytes / 1024, 1), one.rps, one.p50, one.p99, ten.rps, ten.p50, ten.p99, one.errors + ten.errors, fmt(startMs), rec ? rec.ms : '-']);
     } finally {
       await done();
     }

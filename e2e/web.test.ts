@@ -139,22 +139,29 @@ describe('dashboard', () => {
     await pane(page, 'beta').getByLabel('Message').waitFor();
     step('forked two');
 
-    // Both agents reply at the same time, each in its own tab; the hidden tab keeps streaming.
-    await send(pane(page, 'beta'), 'sleep 4000');
+    // Both agents reply at the same time, each in its own tab; a hidden tab keeps streaming.
+    await send(pane(page, 'beta'), 'sleep 8000');
     await pane(page, 'beta').locator('.msg-streaming').waitFor();
     await tabLink(page, 'alpha').click();
-    await send(pane(page, 'alpha'), 'sleep 4000');
-    await pane(page, 'alpha').locator('.msg-streaming').waitFor();
+    await pane(page, 'beta').locator('.msg-streaming').waitFor({ state: 'hidden' });
     expect(await pane(page, 'beta').locator('.msg-streaming').count()).toBe(1);
+    await send(pane(page, 'alpha'), 'sleep 6000');
+    await pane(page, 'alpha').locator('.msg-streaming').waitFor();
     await tabLink(page, 'beta').locator('.tab-replying').waitFor();
+    // Side by side: beta pinned to the right, both streams in view at once.
+    await tabLink(page, 'beta').click();
+    await pane(page, 'beta').getByRole('button', { name: 'Side by side' }).click();
+    await page.waitForURL('**/p/demo/w/alpha');
+    await pane(page, 'alpha').locator('.msg-streaming').waitFor();
+    await pane(page, 'beta').locator('.msg-streaming').waitFor();
     await shot(page, 'workspaces-tabs');
-    await reply(pane(page, 'alpha'), 'Slept for 4000 ms').waitFor({ timeout: 30_000 });
-    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor({ state: 'attached', timeout: 30_000 });
+    await reply(pane(page, 'alpha'), 'Slept for 6000 ms').waitFor({ timeout: 30_000 });
+    await reply(pane(page, 'beta'), 'Slept for 8000 ms').waitFor({ timeout: 30_000 });
 
     // A draft stays with its tab.
     await pane(page, 'alpha').getByLabel('Message').fill('a draft for alpha');
     await tabLink(page, 'beta').click();
-    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor();
+    await pane(page, 'alpha').waitFor({ state: 'hidden' });
     await tabLink(page, 'alpha').click();
     expect(await pane(page, 'alpha').getByLabel('Message').inputValue()).toBe('a draft for alpha');
 
@@ -180,7 +187,7 @@ describe('dashboard', () => {
     await page.keyboard.press('Control+k');
     const picker = page.getByRole('dialog', { name: 'Resume a workspace' });
     await picker.getByRole('option', { name: /beta/ }).waitFor();
-    await picker.getByText('Agent: Slept for 4000 ms').first().waitFor();
+    await picker.getByText('Agent: Slept for 6000 ms').waitFor();
     await shot(page, 'resume-picker');
     await page.keyboard.press('Escape');
 
@@ -217,14 +224,14 @@ describe('dashboard', () => {
     await page.waitForURL('**/p/demo/w/beta');
     await pane(page, 'beta').getByRole('list', { name: 'Progress of beta' }).waitFor();
     await shot(page, 'reopen-progress');
-    await reply(pane(page, 'beta'), 'Slept for 4000 ms').waitFor({ timeout: 60_000 });
+    await reply(pane(page, 'beta'), 'Slept for 8000 ms').waitFor({ timeout: 60_000 });
     await pane(page, 'beta').locator('.msg-user', { hasText: 'sleep 20000' }).waitFor();
     await pane(page, 'beta').getByText('The reply was stopped.').waitFor();
     step('resumed');
 
     const phone = await signedIn(390);
     await phone.goto(`${s.base}/p/demo/w/beta`);
-    await reply(pane(phone, 'beta'), 'Slept for 4000 ms').waitFor();
+    await reply(pane(phone, 'beta'), 'Slept for 8000 ms').waitFor();
     await shot(phone, 'workspace-thread-390');
     await phone.context().close();
     await page.context().close();

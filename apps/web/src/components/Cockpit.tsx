@@ -9,7 +9,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import { parseSlug, type Workspace, type WorkspaceState } from '@grove/contracts';
 import { isFull, workspaceHref } from '../lib/capacity.ts';
 import { requestStart } from '../lib/start-intents.ts';
-import { closeTab, loadTabs, neighbourOf, openTab, routeOf, saveTabs } from '../lib/tabs.ts';
+import { besideOf, closeTab, loadTabs, neighbourOf, openTab, routeOf, saveTabs } from '../lib/tabs.ts';
 import { useWorkspaces } from '../lib/use-workspaces.ts';
 import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice, Spinner } from './ui.tsx';
@@ -30,6 +30,7 @@ export function Cockpit() {
   const workspaces = useWorkspaces();
   const { load } = workspaces;
   const [tabs, setTabs] = useState<string[]>([]);
+  const [split, setSplit] = useState<string | null>(null);
   const [restored, setRestored] = useState(false);
   // Tabs are mounted the first time they are shown, not all at once after a reload.
   const [mounted, setMounted] = useState<string[]>([]);
@@ -39,12 +40,22 @@ export function Cockpit() {
 
   // localStorage exists only in the browser: restore after mount so server and client render alike.
   useEffect(() => {
-    setTabs(loadTabs());
+    const stored = loadTabs();
+    setTabs(stored.tabs);
+    setSplit(stored.split);
     setRestored(true);
   }, []);
   useEffect(() => {
-    if (restored) saveTabs(tabs);
-  }, [tabs, restored]);
+    if (restored) saveTabs({ tabs, split: split && tabs.includes(split) ? split : null });
+  }, [tabs, split, restored]);
+
+  const beside = besideOf(split, activeSlug, tabs);
+  // A pinned tab restored after a reload is mounted when it is first shown, without being started.
+  useEffect(() => {
+    if (!beside || mountedRef.current.has(beside)) return;
+    mountedRef.current.add(beside);
+    setMounted([...mountedRef.current]);
+  }, [beside]);
 
   useEffect(() => {
     if (!activeSlug || !restored) return;
@@ -76,10 +87,22 @@ export function Cockpit() {
     (slug: string) => {
       const next = neighbourOf(tabsRef.current, slug);
       setTabs((t) => closeTab(t, slug));
+      setSplit((p) => (p === slug ? null : p));
       mountedRef.current.delete(slug);
       setMounted([...mountedRef.current]);
       // Closing a tab only closes the view: the workspace keeps running.
       if (slug === activeRef.current) router.push(next ? hrefOf(next) : '/workspaces');
+    },
+    [router],
+  );
+
+  /** Pins a tab to the right half; pinning the one on screen brings a neighbour in beside it. */
+  const onPin = useCallback(
+    (slug: string, pin: boolean) => {
+      setSplit(pin ? slug : null);
+      if (!pin || slug !== activeRef.current) return;
+      const other = neighbourOf(tabsRef.current, slug);
+      if (other) router.push(hrefOf(other));
     },
     [router],
   );
@@ -113,16 +136,32 @@ export function Cockpit() {
 
   return (
     <Shell title="Workspaces" subtitle={subtitle} nav={nav} fill>
-      <TabStrip tabs={tabs} active={activeSlug} list={list} busy={busy} onClose={onClose} listActive={route.kind === 'list'} />
-      <div className="panes">
+      <TabStrip tabs={tabs} active={activeSlug} beside={beside} list={list} busy={busy} onClose={onClose} listActive={route.kind === 'list'} />
+      <div className={beside ? 'panes panes-split' : 'panes'}>
         <section className="pane pane-list" hidden={route.kind !== 'list'} aria-label="All workspaces">
           <WorkspacesList workspaces={workspaces} onForked={onForked} />
         </section>
-        {mounted.map((slug) => (
-          <section key={slug} className="pane" hidden={slug !== activeSlug} aria-label={`Workspace ${titleOf(slug)}`}>
-            <WorkspacePane slug={slug} active={slug === activeSlug} onBusyChange={onBusyChange} onClose={onClose} />
-          </section>
-        ))}
+        {mounted.map((slug) => {
+          const shown = slug === activeSlug || slug === beside;
+          return (
+            <section
+              key={slug}
+              className={slug === beside ? 'pane pane-beside' : 'pane'}
+              hidden={!shown}
+              aria-label={`Workspace ${titleOf(slug)}`}
+            >
+              <WorkspacePane
+                slug={slug}
+                active={shown}
+                pinned={slug === split}
+                canPin={tabs.length > 1}
+                onPin={onPin}
+                onBusyChange={onBusyChange}
+                onClose={onClose}
+              />
+            </section>
+          );
+        })}
         {route.kind === 'invalid' || route.kind === 'other' ? (
           <section className="pane">
             <div className="centered">
@@ -142,13 +181,14 @@ export function Cockpit() {
 interface TabStripProps {
   tabs: string[];
   active: string | null;
+  beside: string | null;
   listActive: boolean;
   list: Workspace[];
   busy: Record<string, boolean>;
   onClose: (slug: string) => void;
 }
 
-function TabStrip({ tabs, active, listActive, list, busy, onClose }: TabStripProps) {
+function TabStrip({ tabs, active, beside, listActive, list, busy, onClose }: TabStripProps) {
   const stateOf = (slug: string): WorkspaceState | null => list.find((w) => w.slug === slug && w.state !== 'gone')?.state ?? null;
   const activeRef = useRef<HTMLLIElement>(null);
   // The active tab is scrolled into view on narrow screens, where the strip scrolls sideways.
@@ -171,12 +211,12 @@ function TabStrip({ tabs, active, listActive, list, busy, onClose }: TabStripPro
           const replying = busy[slug] === true;
           const status = replying ? 'replying' : state === 'creating' ? 'starting' : (state ?? 'closed');
           return (
-            <li key={slug} className={isActive ? 'tab tab-active' : 'tab'} ref={isActive ? activeRef : undefined}>
+            <li key={slug} className={isActive ? 'tab tab-active' : slug === beside ? 'tab tab-beside' : 'tab'} ref={isActive ? activeRef : undefined}>
               <Link href={hrefOf(slug)} className="tab-link" aria-current={isActive ? 'page' : undefined} title={`${title}: ${status}`}>
                 {state === 'creating' ? <Spinner /> : <span className={`tab-dot tab-dot-${state ?? 'gone'}`} aria-hidden="true" />}
                 <span className="tab-name">{title}</span>
                 {replying ? <span className="tab-replying" aria-hidden="true" /> : null}
-                <span className="sr-only"> ({status})</span>
+                <span className="sr-only"> ({status}{slug === beside ? ', shown beside' : ''})</span>
               </Link>
               <button type="button" className="tab-close" onClick={() => onClose(slug)} aria-label={`Close tab ${title}`} title="Close the tab (the workspace keeps running)">
                 <span aria-hidden="true">×</span>

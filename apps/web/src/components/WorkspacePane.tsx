@@ -11,14 +11,20 @@ import { Spinner, StateBadge } from './ui.tsx';
 
 interface PaneProps {
   slug: string;
+  /** On screen (the active tab, or the one pinned beside it). */
   active: boolean;
+  /** Pinned to the right half (side by side with whichever tab is active). */
+  pinned: boolean;
+  /** Another tab is open to be shown beside this one. */
+  canPin: boolean;
+  onPin: (slug: string, pin: boolean) => void;
   onBusyChange: (slug: string, busy: boolean) => void;
   onClose: (slug: string) => void;
 }
 
 type Action = 'stop' | 'teardown';
 
-export function WorkspacePane({ slug, active, onBusyChange, onClose }: PaneProps) {
+export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChange, onClose }: PaneProps) {
   const [workspace, setWorkspace] = useState<Workspace | null>(null);
   const [revision, setRevision] = useState(0);
   const [busy, setBusy] = useState<Action | null>(null);
@@ -75,6 +81,16 @@ export function WorkspacePane({ slug, active, onBusyChange, onClose }: PaneProps
           {canTeardown ? (
             <button className="btn btn-small btn-danger" disabled={busy !== null} onClick={() => setConfirming(true)}>
               Tear down
+            </button>
+          ) : null}
+          {canPin || pinned ? (
+            <button
+              className="btn btn-small pane-pin"
+              aria-pressed={pinned}
+              onClick={() => onPin(slug, !pinned)}
+              title={pinned ? 'Stop showing this tab beside the others' : 'Keep this tab on the right, beside whichever tab is open'}
+            >
+              Side by side
             </button>
           ) : null}
           <button className="btn btn-small" onClick={close} title="Close the tab; the workspace keeps running">

@@ -1,6 +1,6 @@
 // Tabs: the URL scheme, open/close order, and storage that never breaks the page.
 import { describe, expect, it } from 'vitest';
-import { MAX_TABS, closeTab, neighbourOf, openTab, parseStoredTabs, routeOf } from './tabs.ts';
+import { MAX_TABS, besideOf, closeTab, neighbourOf, openTab, parseStoredSplit, parseStoredTabs, routeOf } from './tabs.ts';
 
 describe('routeOf', () => {
   it('reads the list, a workspace and the default workspace', () => {
@@ -43,5 +43,20 @@ describe('parseStoredTabs', () => {
   });
   it('gives an empty strip for anything else', () => {
     for (const raw of [null, '', '{', '{"tabs":[]}', JSON.stringify(['../etc']), JSON.stringify([1])]) expect(parseStoredTabs(raw)).toEqual([]);
+  });
+});
+
+describe('side by side', () => {
+  it('shows the pinned tab beside another active tab only', () => {
+    const tabs = ['demo~a', 'demo~b'];
+    expect(besideOf('demo~b', 'demo~a', tabs)).toBe('demo~b');
+    expect(besideOf('demo~b', 'demo~b', tabs)).toBeNull();
+    expect(besideOf('demo~b', null, tabs)).toBeNull();
+    expect(besideOf('demo~c', 'demo~a', tabs)).toBeNull();
+  });
+  it('restores a pin only for an open tab', () => {
+    expect(parseStoredSplit('demo~a', ['demo~a'])).toBe('demo~a');
+    expect(parseStoredSplit('demo~x', ['demo~a'])).toBeNull();
+    expect(parseStoredSplit(null, ['demo~a'])).toBeNull();
   });
 });

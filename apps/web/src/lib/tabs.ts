@@ -4,6 +4,8 @@ import { makeSlug, nameSchema, slugSchema } from '@grove/contracts';
 import { z } from 'zod';
 
 export const TABS_KEY = 'grove:tabs:v1';
+/** The tab pinned to the right half for side-by-side viewing (wide screens only). */
+export const SPLIT_KEY = 'grove:split:v1';
 /** More than this and the strip stops being useful; the oldest tab makes room. */
 export const MAX_TABS = 12;
 
@@ -62,19 +64,39 @@ export function parseStoredTabs(raw: string | null): string[] {
   return [...new Set(r.data)].slice(-MAX_TABS);
 }
 
-export function loadTabs(): string[] {
+export interface StoredTabs {
+  tabs: string[];
+  /** Only ever one of `tabs`. */
+  split: string | null;
+}
+
+export function parseStoredSplit(raw: string | null, tabs: readonly string[]): string | null {
+  const r = slugSchema.safeParse(raw);
+  return r.success && tabs.includes(r.data) ? r.data : null;
+}
+
+export function loadTabs(): StoredTabs {
   try {
-    return parseStoredTabs(window.localStorage.getItem(TABS_KEY));
+    const tabs = parseStoredTabs(window.localStorage.getItem(TABS_KEY));
+    return { tabs, split: parseStoredSplit(window.localStorage.getItem(SPLIT_KEY), tabs) };
   } catch {
     // Storage can be switched off; tabs then last as long as the page.
-    return [];
+    return { tabs: [], split: null };
   }
 }
 
-export function saveTabs(tabs: readonly string[]): void {
+export function saveTabs({ tabs, split }: StoredTabs): void {
   try {
     window.localStorage.setItem(TABS_KEY, JSON.stringify(tabs));
+    if (split) window.localStorage.setItem(SPLIT_KEY, split);
+    else window.localStorage.removeItem(SPLIT_KEY);
   } catch {
     // See loadTabs.
   }
+}
+
+/** The tab shown beside the active one: the pinned tab, unless it is the active one itself. */
+export function besideOf(split: string | null, active: string | null, tabs: readonly string[]): string | null {
+  if (!split || !active || split === active || !tabs.includes(split)) return null;
+  return split;
 }
