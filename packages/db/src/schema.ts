@@ -43,10 +43,11 @@ export const workspaces = sqliteTable(
     egressPolicy: text('egress_policy', { mode: 'json' }).$type<{ rules: Array<{ host: string; ports: number[] }> }>(),
   },
   (t) => [
-    // A live slug is unique; gone and failed rows stay behind as history and may repeat.
+    // A live slug is unique (queued rows included: they hold their name while waiting for a slot); gone and
+    // failed rows stay behind as history and may repeat.
     uniqueIndex('workspaces_live_slug')
       .on(t.slug)
-      .where(sql`${t.state} IN ('creating', 'running', 'stopped', 'tearing-down')`),
+      .where(sql`${t.state} IN ('queued', 'creating', 'running', 'stopped', 'tearing-down')`),
     index('workspaces_project').on(t.project),
   ],
 );

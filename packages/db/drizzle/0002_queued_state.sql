@@ -1,0 +1,2 @@
+DROP INDEX `workspaces_live_slug`;--> statement-breakpoint
+CREATE UNIQUE INDEX `workspaces_live_slug` ON `workspaces` (`slug`) WHERE "workspaces"."state" IN ('queued', 'creating', 'running', 'stopped', 'tearing-down');
