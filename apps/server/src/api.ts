@@ -20,6 +20,8 @@ import {
   type SavedWorkResponse,
   type WorkspaceResponse,
 } from '@grove/contracts';
+import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
+import type { ProjectConfigResponse, UndoResponse } from '@grove/contracts';
 import { z } from 'zod';
 import { errorPayload } from './errors.ts';
 
@@ -53,6 +55,10 @@ function parseRestore(body: unknown) {
   return parseOrThrow(restoreRequestSchema, body, { what: 'restore request', code: nameIssue ? 'invalid_name' : 'invalid_input' });
 }
 
+function projectParam(c: Context): string {
+  return parseOrThrow(projectNameSchema, c.req.param('project'), { what: 'project name', code: 'invalid_name' });
+}
+
 function slugParam(c: Context): string {
   return parseOrThrow(slugSchema, c.req.param('slug'), { what: 'workspace slug', code: 'invalid_name' });
 }
@@ -72,6 +78,14 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.notFound((c) => c.json({ code: 'not_found', message: `no API route ${c.req.method} ${c.req.path}` }, 404));
 
   app.get('/api/projects', async (c) => c.json({ projects: await grove.listProjects() }));
+
+  // A project's agent and allowed paths (docs/agents.md). PUT validates and applies to containers created afterwards.
+  app.get('/api/projects/:project/config', async (c) => c.json({ config: await grove.projectConfig(projectParam(c)) } satisfies ProjectConfigResponse));
+  app.put('/api/projects/:project/config', async (c) => {
+    const project = projectParam(c);
+    const config = parseOrThrow(projectConfigSchema, await readJson(c), { what: 'project config' });
+    return c.json({ config: await grove.setProjectConfig(project, config) } satisfies ProjectConfigResponse);
+  });
 
   app.get('/api/workspaces', async (c) => {
     const q = parseOrThrow(listQuerySchema, c.req.query(), { what: 'query' });
@@ -115,6 +129,9 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const policy = parseOrThrow(egressPolicySchema, await readJson(c), { what: 'egress policy' });
     return c.json({ policy: await grove.setEgressPolicy(slug, policy) });
   });
+
+  // Undo the last turn that changed files (repeatable): files back to before it, a marker in the thread.
+  app.post('/api/workspaces/:slug/undo', async (c) => c.json((await grove.undo(slugParam(c))) satisfies UndoResponse));
 
   app.get('/api/events', async (c) => {
     const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });

@@ -33,6 +33,18 @@ export const envSchema = z.object({
   /** Files of the bundled demo repository. */
   GROVE_DEMO_DIR: z.string().default(path.resolve(here, '../../../infra/demo-repo')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /**
+   * The provider key. It stays in this process: the credential relay adds it to agents' API calls on
+   * the host (docs/agents.md); no sandbox ever sees it. Unset: agents' calls answer 503 with a hint.
+   */
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  /** Where the relay sends agents' API calls. Plain HTTP only to a loopback address (a local test server). */
+  GROVE_ANTHROPIC_UPSTREAM: z
+    .url({ protocol: /^https?$/, error: 'GROVE_ANTHROPIC_UPSTREAM must be an http(s) URL' })
+    .refine((u) => u.startsWith('https://') || /^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/|$)/.test(u), {
+      error: 'GROVE_ANTHROPIC_UPSTREAM must use https (plain http only to a loopback address): the relay sends the API key there',
+    })
+    .default('https://api.anthropic.com'),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     maxRunning: env.GROVE_MAX_RUNNING,
     logger,
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
+    providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
   });
   if (dockerUp) await grove.reconcile();
   else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });

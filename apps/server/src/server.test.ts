@@ -69,6 +69,11 @@ const grove: Grove = {
     if (w.state !== 'running') throw new GroveError('workspace_stopped', `workspace "${slug}" is stopped; reopen it with POST /api/workspaces/${slug}/start`, { details: { slug, state: w.state } });
     return sock;
   },
+  projectConfig: async () => ({}),
+  setProjectConfig: async () => ({}),
+  undo: async () => {
+    throw new GroveError('invalid_state', 'nothing to undo');
+  },
   close: async () => {},
 };
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 // The driver's constants, read straight from the file (no dependency on the package and its Docker driver).
 import { SANDBOX_PATHS } from '../../sandbox/src/types.ts';
-import { ENV_DEFAULTS, readEnv } from './env.ts';
+import { ENV_DEFAULTS, agentEnv, readEnv } from './env.ts';
 
 describe('readEnv', () => {
   it('applies the defaults, which match the sandbox driver mounts', () => {
@@ -12,6 +12,9 @@ describe('readEnv', () => {
       slug: 'demo',
       provider: 'scripted',
       scriptedDelayMs: 25,
+      hostHookSocket: '/run/grove/host.sock',
+      providerRelaySocket: '/run/grove/provider.sock',
+      providerRelayPort: 3129,
       egressSocket: '/run/grove/egress.sock',
       egressPort: 3128,
     });
@@ -48,5 +51,20 @@ describe('readEnv', () => {
     [{ GROVE_SLUG: 'demo', GROVE_EGRESS_SOCKET: 'egress.sock' }, /GROVE_EGRESS_SOCKET must be an absolute path/],
   ])('rejects %j', (env, message) => {
     expect(() => readEnv(env)).toThrow(message);
+  });
+
+  it('takes the provider from GROVE_AGENT_CONFIG and refuses a config that does not parse or disagrees', () => {
+    const agent = { provider: 'command', argv: ['aider', '--message', '{message}'] };
+    expect(readEnv({ GROVE_SLUG: 'demo', GROVE_AGENT_CONFIG: JSON.stringify(agent) })).toMatchObject({
+      provider: 'command',
+      agent: { ...agent, input: 'argument', env: {}, providerRelay: false },
+    });
+    expect(() => readEnv({ GROVE_SLUG: 'demo', GROVE_AGENT_CONFIG: '{' })).toThrow(/GROVE_AGENT_CONFIG is not valid JSON/);
+    expect(() => readEnv({ GROVE_SLUG: 'demo', GROVE_AGENT_CONFIG: '{"provider":"codex"}' })).toThrow(/unknown agent provider/);
+    expect(() => readEnv({ GROVE_SLUG: 'demo', GROVE_PROVIDER: 'claude', GROVE_AGENT_CONFIG: JSON.stringify(agent) })).toThrow(/GROVE_PROVIDER is "claude" but GROVE_AGENT_CONFIG configures "command"/);
+  });
+
+  it('gives agents the environment without Grove variables', () => {
+    expect(agentEnv({ PATH: '/bin', GROVE_SLUG: 'demo', GROVE_AGENT_CONFIG: '{}', HTTPS_PROXY: 'http://127.0.0.1:3128', EMPTY: undefined })).toEqual({ PATH: '/bin', HTTPS_PROXY: 'http://127.0.0.1:3128' });
   });
 });

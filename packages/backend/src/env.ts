@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { parseOrThrow, slugSchema } from '@grove/contracts';
+import { GroveError, PROVIDER_RELAY_PORT, agentConfigSchema, parseOrThrow, slugSchema } from '@grove/contracts';
+import type { AgentConfig } from '@grove/contracts';
 import { PROVIDER_NAMES } from './providers/types.ts';
 import type { ProviderName } from './providers/types.ts';
 
@@ -14,6 +15,11 @@ export const ENV_DEFAULTS = {
   GROVE_WORKSPACE_DIR: '/workspace',
   GROVE_PROVIDER: 'scripted',
   GROVE_SCRIPTED_DELAY_MS: 25,
+  /** The host's after-turn hook (docs/agents.md). */
+  GROVE_HOST_HOOK_SOCKET: '/run/grove/host.sock',
+  /** The host's credential relay; agents reach it as http://127.0.0.1:GROVE_PROVIDER_RELAY_PORT. */
+  GROVE_PROVIDER_RELAY_SOCKET: '/run/grove/provider.sock',
+  GROVE_PROVIDER_RELAY_PORT: PROVIDER_RELAY_PORT,
   /** The host's egress gate, relayed to from GROVE_EGRESS_PORT (DESIGN.md section 6). */
   GROVE_EGRESS_SOCKET: '/run/grove/egress.sock',
   /** Loopback port inside the container that HTTP(S)_PROXY point at. */
@@ -25,6 +31,19 @@ const unsetIfEmpty = (v: unknown) => (v === '' ? undefined : v);
 const pathVar = (name: string) => z.string().startsWith('/', { error: `${name} must be an absolute path` });
 
 const envSchema = z.object({
+  /** The project's agent config as JSON (set by the host from <home>/config/<project>.json). */
+  GROVE_AGENT_CONFIG: z.preprocess(unsetIfEmpty, z.string().optional()),
+  GROVE_HOST_HOOK_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_HOST_HOOK_SOCKET').default(ENV_DEFAULTS.GROVE_HOST_HOOK_SOCKET)),
+  GROVE_PROVIDER_RELAY_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_PROVIDER_RELAY_SOCKET').default(ENV_DEFAULTS.GROVE_PROVIDER_RELAY_SOCKET)),
+  GROVE_PROVIDER_RELAY_PORT: z.preprocess(
+    unsetIfEmpty,
+    z.coerce
+      .number({ error: 'GROVE_PROVIDER_RELAY_PORT must be a port number' })
+      .int({ error: 'GROVE_PROVIDER_RELAY_PORT must be a whole number' })
+      .min(1, { error: 'GROVE_PROVIDER_RELAY_PORT must be between 1 and 65535' })
+      .max(65535, { error: 'GROVE_PROVIDER_RELAY_PORT must be between 1 and 65535' })
+      .default(ENV_DEFAULTS.GROVE_PROVIDER_RELAY_PORT),
+  ),
   GROVE_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_SOCKET').default(ENV_DEFAULTS.GROVE_SOCKET)),
   GROVE_THREAD_DIR: z.preprocess(unsetIfEmpty, pathVar('GROVE_THREAD_DIR').default(ENV_DEFAULTS.GROVE_THREAD_DIR)),
   GROVE_WORKSPACE_DIR: z.preprocess(unsetIfEmpty, pathVar('GROVE_WORKSPACE_DIR').default(ENV_DEFAULTS.GROVE_WORKSPACE_DIR)),
@@ -61,6 +80,11 @@ export interface BackendEnv {
   slug: string;
   provider: ProviderName;
   scriptedDelayMs: number;
+  /** GROVE_AGENT_CONFIG, validated; its provider is the provider. */
+  agent: AgentConfig | undefined;
+  hostHookSocket: string;
+  providerRelaySocket: string;
+  providerRelayPort: number;
   egressSocket: string;
   egressPort: number;
 }
@@ -68,14 +92,43 @@ export interface BackendEnv {
 /** Throws GroveError('invalid_input') naming every variable that is wrong. */
 export function readEnv(env: Record<string, string | undefined> = process.env): BackendEnv {
   const parsed = parseOrThrow(envSchema, env, { what: 'environment' });
+  const agent = parseAgentConfig(parsed.GROVE_AGENT_CONFIG, env.GROVE_PROVIDER);
   return {
     socketPath: parsed.GROVE_SOCKET,
     threadDir: parsed.GROVE_THREAD_DIR,
     workspaceDir: parsed.GROVE_WORKSPACE_DIR,
     slug: parsed.GROVE_SLUG,
-    provider: parsed.GROVE_PROVIDER,
+    provider: agent?.provider ?? parsed.GROVE_PROVIDER,
     scriptedDelayMs: parsed.GROVE_SCRIPTED_DELAY_MS,
+    agent,
+    hostHookSocket: parsed.GROVE_HOST_HOOK_SOCKET,
+    providerRelaySocket: parsed.GROVE_PROVIDER_RELAY_SOCKET,
+    providerRelayPort: parsed.GROVE_PROVIDER_RELAY_PORT,
     egressSocket: parsed.GROVE_EGRESS_SOCKET,
     egressPort: parsed.GROVE_EGRESS_PORT,
   };
+}
+
+function parseAgentConfig(json: string | undefined, providerVar: string | undefined): AgentConfig | undefined {
+  if (json === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(json);
+  } catch (err) {
+    throw new GroveError('invalid_input', `GROVE_AGENT_CONFIG is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const agent = parseOrThrow(agentConfigSchema, value, { what: 'GROVE_AGENT_CONFIG' });
+  if (providerVar && providerVar !== agent.provider) {
+    throw new GroveError('invalid_input', `GROVE_PROVIDER is "${providerVar}" but GROVE_AGENT_CONFIG configures "${agent.provider}"`);
+  }
+  return agent;
+}
+
+/** The environment agent CLIs inherit: the backend's own, without Grove's variables (they are not the agent's business). */
+export function agentEnv(env: Record<string, string | undefined> = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && !name.startsWith('GROVE_')) out[name] = value;
+  }
+  return out;
 }

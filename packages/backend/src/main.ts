@@ -1,7 +1,7 @@
 // Entry point inside the sandbox: read the environment, serve on the socket, shut down cleanly on SIGTERM/SIGINT.
 import { createBackend } from './backend.ts';
 import { createEgressRelay } from './egress-relay.ts';
-import { readEnv } from './env.ts';
+import { agentEnv, readEnv } from './env.ts';
 import { createLogger } from './logger.ts';
 
 /** docker stop waits 10 s before SIGKILL; give up a little earlier so the exit is ours. */
@@ -26,7 +26,10 @@ async function main(): Promise<void> {
     process.exit(2);
   }
 
-  const backend = createBackend({ ...env, logger });
+  const backend = createBackend({ ...env, agentEnv: agentEnv(), relayUrl: `http://127.0.0.1:${env.providerRelayPort}`, logger });
+  // The credential relay: agents send provider API calls in plain HTTP to this loopback port, the host
+  // side (provider.sock) adds the key. The same byte pipe as the egress relay, to another socket.
+  const providerRelay = createEgressRelay({ socketPath: env.providerRelaySocket, port: env.providerRelayPort, logger });
   const relay = createEgressRelay({ socketPath: env.egressSocket, port: env.egressPort, logger });
   let stopping = false;
   const shutdown = (signal: NodeJS.Signals) => {
@@ -40,7 +43,7 @@ async function main(): Promise<void> {
       logger.error({ afterMs: FORCE_EXIT_MS }, 'shutdown took too long; exiting');
       process.exit(1);
     }, FORCE_EXIT_MS).unref();
-    Promise.all([backend.close(), relay.close()]).then(
+    Promise.all([backend.close(), relay.close(), providerRelay.close()]).then(
       () => process.exit(0),
       (err: unknown) => {
         logger.fatal({ err }, 'shutdown failed');
@@ -54,6 +57,7 @@ async function main(): Promise<void> {
   // The relay first, so a backend that answers /health already has its way out. Without the relay the
   // sandbox simply has no egress while the thread still works, so that is logged loudly, not fatal.
   await relay.listen().catch((err: unknown) => logger.error({ err }, 'egress relay failed to listen; this sandbox has no egress'));
+  await providerRelay.listen().catch((err: unknown) => logger.error({ err }, 'provider relay failed to listen; agents cannot reach their API'));
   try {
     await backend.listen();
   } catch (err) {

@@ -122,3 +122,7 @@ export const projectConfigSchema = z
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;
 export type ProjectConfigInput = z.input<typeof projectConfigSchema>;
+
+/** GET and PUT /api/projects/:project/config. */
+export const projectConfigResponseSchema = z.object({ config: projectConfigSchema });
+export type ProjectConfigResponse = z.infer<typeof projectConfigResponseSchema>;

@@ -48,6 +48,12 @@ export const eventTypeSchema = z.enum([
   'workspace.saved',
   'workspace.reconciled',
   'spawn_failed',
+  /** After a turn, changes outside the project's allowed paths were reverted. */
+  'turn.reverted',
+  /** After a turn that changed files, the worktree was recorded on refs/grove/<slug>/turns/<n>. */
+  'turn.snapshot',
+  /** POST /api/workspaces/:slug/undo restored the worktree to before a turn. */
+  'workspace.undo',
   'egress.denied',
   'egress.allowed',
   /** The workspace's egress policy was changed through the API. */

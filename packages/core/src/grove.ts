@@ -17,6 +17,7 @@ import {
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
+import type { ProjectConfig, UndoResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -40,6 +41,9 @@ import {
 import type { RecoveryRefEntry, SavedWork } from './git.ts';
 import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
 import { getOverSocket, probeHealth } from './health.ts';
+import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
+import { HostServices } from './host-services.ts';
+import { clearSnapshots } from './turn-snapshots.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
@@ -126,6 +130,9 @@ class GroveImpl implements Grove {
   private readonly healthTimeoutMs: number;
   private readonly limits: SandboxLimits;
   private readonly log: Logger;
+  /** host.sock (after-turn hook) and provider.sock (credential relay) of every workspace with a container. */
+  private readonly host: HostServices;
+  private readonly guard: TurnGuard;
   /** The egress gate of every workspace with a container, in this process. */
   private readonly gates: EgressGates;
   private closed = false;
@@ -142,6 +149,22 @@ class GroveImpl implements Grove {
     if (!canChown() && process.getuid?.() !== SANDBOX_UID) {
       this.log.warn({ uid: process.getuid?.(), sandboxUid: SANDBOX_UID }, 'not running as root: worktrees cannot be handed to the sandbox uid, which may not be able to write them');
     }
+    const owner = canChown() ? OWNER : null;
+    this.guard = new TurnGuard({
+      paths,
+      log: opts.logger,
+      withLock: (project, fn) => this.lock.withLock(project, fn),
+      emit: (slug, type, data) => void this.emit(slug, type, data),
+      live: (slug) => this.store.live(slug),
+      owner,
+    });
+    this.host = new HostServices({
+      logger: opts.logger,
+      runDir: (slug) => paths.run(slug),
+      onTurnEnded: (slug, req) => this.guard.onTurnEnded(slug, req),
+      providerRelay: opts.providerRelay && { upstream: new URL(opts.providerRelay.upstream), apiKey: opts.providerRelay.apiKey },
+      ...(owner ? { socketOwner: owner } : {}),
+    });
     this.lock = new RepoLock({
       dir: paths.locksRoot,
       fileFor: (project) => paths.lockFile(project),
@@ -226,6 +249,11 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const name = validProject(o.name);
     const source = validSource(o.source);
+    // Checked (and written, when given) before anything else: an unknown agent provider or a bad glob
+    // is refused when the project is registered, not at its first turn.
+    const configFile = this.paths.projectConfig(name);
+    if (o.config !== undefined) await writeProjectConfig(configFile, o.config);
+    else await readProjectConfig(configFile);
     const repo = this.paths.repo(name);
     const defaultBranch = await this.lock.withLock(name, async () => {
       if (!(await isBareRepo(repo))) {
@@ -266,6 +294,8 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const { project, name, from } = parseForkRequest(req);
     const proj = this.requireProject(project);
+    // A config edited into something invalid since the project was added is refused before a slot is taken.
+    await readProjectConfig(this.paths.projectConfig(project));
     return this.create({ project: proj, name, isDefault: false, baseRef: from ?? proj.defaultBranch, wait: opts.wait ?? true });
   }
 
@@ -322,6 +352,8 @@ class GroveImpl implements Grove {
         undo.worktree = true;
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
+        // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
+        await clearSnapshots({ repo, slug });
         await chownTree(path, OWNER.uid, OWNER.gid);
         await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
         return { ...r, baseCommit };
@@ -394,6 +426,7 @@ class GroveImpl implements Grove {
       );
     }
     await attempt('stop egress gate', () => this.gates.close(row.slug));
+    await attempt('stop host listeners', () => this.host.close(row.slug));
     await attempt('remove run and state dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
@@ -417,6 +450,7 @@ class GroveImpl implements Grove {
       const t0 = Date.now();
       const agentSessionId = await this.agentSession(slug);
       await this.opts.driver.stop(slug);
+      await this.host.close(slug);
       await this.gates.close(slug);
       const done = this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState(this.store.byId(cur.id) ?? cur, 'stop');
@@ -493,6 +527,7 @@ class GroveImpl implements Grove {
         this.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
       await this.gates.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the egress gate after a failed start'));
+      await this.host.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the host listeners after a failed start'));
       this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       throw spawnError(e, reason, { slug, step });
@@ -529,6 +564,7 @@ class GroveImpl implements Grove {
     await this.opts.driver.remove(slug);
     await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
     await this.gates.close(slug);
+    await this.host.close(slug);
     await removeDir(this.paths.run(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
     const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
@@ -622,6 +658,26 @@ class GroveImpl implements Grove {
     return this.fork({ project, name: req.name, from: pick.ref }, opts);
   }
 
+  // ---- agents: project config and undo ----
+
+  async projectConfig(project: string): Promise<ProjectConfig> {
+    this.requireProject(validProject(project));
+    return readProjectConfig(this.paths.projectConfig(project));
+  }
+
+  async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
+    this.assertOpen();
+    this.requireProject(validProject(project));
+    // Applies to containers created from now on (a fork, or a start after a stop); running ones keep theirs.
+    return writeProjectConfig(this.paths.projectConfig(project), config);
+  }
+
+  async undo(slug: string): Promise<UndoResponse> {
+    this.assertOpen();
+    validSlug(slug);
+    return this.slugs.run(slug, () => this.guard.undo(slug));
+  }
+
   // ---- reconcile ----
 
   async reconcile(): Promise<void> {
@@ -658,6 +714,7 @@ class GroveImpl implements Grove {
       }
     }
     await this.reconcileGates();
+    await this.reconcileHostServices();
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
   }
 
@@ -670,6 +727,19 @@ class GroveImpl implements Grove {
         else await this.gates.close(row.slug);
       } catch (e) {
         this.log.error({ err: e, slug: row.slug }, `egress gate of ${row.slug} could not be started: ${reasonOf(e)}`);
+      }
+    }
+  }
+
+  /** Host listeners for every running workspace (they do not survive a server restart), none for the others. */
+  private async reconcileHostServices(): Promise<void> {
+    for (const row of this.store.rows({ states: LIVE_STATES })) {
+      if (this.inflight.has(row.slug)) continue;
+      try {
+        if (row.state === 'running') await this.host.ensure(row.slug);
+        else await this.host.close(row.slug);
+      } catch (e) {
+        this.log.error({ err: e, slug: row.slug }, `host listeners of ${row.slug} could not be started: ${reasonOf(e)}`);
       }
     }
   }
@@ -786,6 +856,7 @@ class GroveImpl implements Grove {
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
+    await this.host.closeAll();
     await this.gates.closeAll();
     this.handle.close();
   }
@@ -864,7 +935,7 @@ class GroveImpl implements Grove {
     throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
   }
 
-  private spec(row: WorkspaceRow, adminDir: string): SandboxSpec {
+  private spec(row: WorkspaceRow, adminDir: string, config: ProjectConfig = {}): SandboxSpec {
     return {
       slug: row.slug,
       project: row.project,
@@ -877,14 +948,17 @@ class GroveImpl implements Grove {
       stateDir: this.paths.state(row.slug),
       // Identity last, so sandboxEnv cannot make a backend claim another workspace's slug.
       // The proxy variables after sandboxEnv too: every process in the sandbox goes out through the gate.
-      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...PROXY_ENV, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
+      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...agentSandboxEnv(config), ...PROXY_ENV, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
       limits: this.limits,
     };
   }
 
   private async ensureSandbox(row: WorkspaceRow, adminDir: string): Promise<SandboxInfo> {
     const t0 = Date.now();
-    const info = await this.opts.driver.ensure(this.spec(row, adminDir));
+    const config = await readProjectConfig(this.paths.projectConfig(row.project));
+    // host.sock and provider.sock exist before the container does, so its backend finds them at once.
+    await this.host.ensure(row.slug);
+    const info = await this.opts.driver.ensure(this.spec(row, adminDir, config));
     this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;
   }

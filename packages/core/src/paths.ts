@@ -15,6 +15,8 @@ export interface GrovePaths {
   stateRoot: string;
   locksRoot: string;
   archiveRoot: string;
+  /** Per-project config files (agent, allowed paths): docs/agents.md. Host-only, never mounted. */
+  configRoot: string;
   /** The bare primary clone; it is the common git dir of every worktree of the project. */
   repo(project: string): string;
   worktreesOf(project: string): string;
@@ -26,6 +28,8 @@ export interface GrovePaths {
   egressSocket(slug: string): string;
   state(slug: string): string;
   lockFile(project: string): string;
+  /** <home>/config/<project>.json */
+  projectConfig(project: string): string;
   /** <archive>/<slug>-<compact UTC timestamp>, e.g. demo~x-20250101T120000123Z. */
   archiveFor(slug: string, at: Date): string;
 }
@@ -71,6 +75,7 @@ export function createPaths(home: string): GrovePaths {
     stateRoot: join(h, 'state'),
     locksRoot: join(h, 'locks'),
     archiveRoot: join(h, 'archive'),
+    configRoot: join(h, 'config'),
   };
   return {
     home: h,
@@ -85,6 +90,7 @@ export function createPaths(home: string): GrovePaths {
     egressSocket: (slug) => under(roots.runRoot, validSlug(slug), 'egress.sock'),
     state: (slug) => under(roots.stateRoot, validSlug(slug)),
     lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
+    projectConfig: (project) => under(roots.configRoot, `${validProject(project)}.json`),
     archiveFor: (slug, at) => under(roots.archiveRoot, `${validSlug(slug)}-${stamp(at)}`),
   };
 }

@@ -1,5 +1,6 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
+import type { ProjectConfig, ProjectConfigInput, UndoResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -21,6 +22,11 @@ export interface GroveOptions {
   limits?: Partial<SandboxLimits>;
   /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
   sandboxEnv?: Record<string, string>;
+  /**
+   * The credential relay (provider.sock in every sandbox's run dir): requests go to `upstream` with
+   * `apiKey` added on the host. Absent: agents have no way to reach a provider API.
+   */
+  providerRelay?: { upstream: string; apiKey: string | null };
   /** The egress floor: project default rules, resolver and connector hooks, limits. */
   egress?: EgressOptions;
 }
@@ -31,6 +37,8 @@ export interface AddProjectOptions {
   source: string;
   /** Create and start the default workspace (slug = name). Default true. */
   createDefault?: boolean;
+  /** Write this as the project's config (<home>/config/<name>.json; validated). Absent: the file there, if any, is validated. */
+  config?: ProjectConfigInput;
 }
 
 export interface Grove {
@@ -60,6 +68,15 @@ export interface Grove {
   savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>>;
   /** Fork a new workspace (req.name) from a recovery ref of slug: the newest, or number req.n. Like fork otherwise. */
   restore(slug: string, req: RestoreRequest, opts?: { wait?: boolean }): Promise<Workspace>;
+  /** The project's config (agent, allowed paths); {} when it has none. */
+  projectConfig(project: string): Promise<ProjectConfig>;
+  /** Validate and replace a project's config; it applies to containers created afterwards. */
+  setProjectConfig(project: string, config: unknown): Promise<ProjectConfig>;
+  /**
+   * Put the worktree back to how it was before the last turn that changed files (repeatable), and mark
+   * it in the thread. 409 while a turn runs or when there is nothing to undo; workspace_stopped when stopped.
+   */
+  undo(slug: string): Promise<UndoResponse>;
   events(query?: { slug?: string; after?: number; limit?: number }): Promise<GroveEvent[]>;
   /** The workspace's egress policy, whether it is the project default, and its latest decisions (newest first). */
   egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;

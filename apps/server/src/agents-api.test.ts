@@ -1,0 +1,70 @@
+// POST /api/workspaces/:slug/undo and GET/PUT /api/projects/:project/config: validation and shapes over an
+// in-memory registry (undo and configs for real: packages/core/src/agents.docker.test.ts).
+import { describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import type { Grove } from '@grove/core';
+import { GroveError, projectConfigResponseSchema, projectConfigSchema, undoResponseSchema } from '@grove/contracts';
+import type { ProjectConfig } from '@grove/contracts';
+import { createApi } from './api.ts';
+
+const configs = new Map<string, ProjectConfig>([['demo', {}]]);
+let undone = 0;
+
+const grove = {
+  projectConfig: async (project: string) => {
+    const c = configs.get(project);
+    if (!c) throw new GroveError('project_not_found', `no project "${project}"`);
+    return c;
+  },
+  setProjectConfig: async (project: string, input: unknown) => {
+    if (!configs.has(project)) throw new GroveError('project_not_found', `no project "${project}"`);
+    const c = projectConfigSchema.parse(input);
+    configs.set(project, c);
+    return c;
+  },
+  undo: async (slug: string) => {
+    if (slug !== 'demo') throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    if (undone >= 2) throw new GroveError('invalid_state', 'nothing to undo');
+    undone++;
+    return { undone: { turn: `turn-${3 - undone}`, ref: `refs/grove/demo/undone/${3 - undone}`, files: ['a.txt'] }, remaining: 2 - undone };
+  },
+} as unknown as Grove;
+
+const app = createApi({ grove, logger: pino({ level: 'silent' }) });
+const json = (method: string, body: unknown) => ({ method, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+describe('agents API', () => {
+  it('PUT validates a project config and GET answers it with the defaults applied', async () => {
+    const put = await app.request('/api/projects/demo/config', json('PUT', { agent: { provider: 'claude' }, allowedPaths: ['src/**'] }));
+    expect(put.status).toBe(200);
+    expect(projectConfigResponseSchema.parse(await put.json())).toEqual({
+      config: { agent: { provider: 'claude', permissionMode: 'bypassPermissions', env: {} }, allowedPaths: ['src/**'] },
+    });
+    const get = await app.request('/api/projects/demo/config');
+    expect(projectConfigResponseSchema.parse(await get.json()).config.allowedPaths).toEqual(['src/**']);
+  });
+
+  it('refuses an unknown provider, a glob out of the workspace and a secret in the agent env', async () => {
+    for (const [body, text] of [
+      [{ agent: { provider: 'codex' } }, 'unknown agent provider'],
+      [{ allowedPaths: ['../etc/**'] }, 'must not contain ".."'],
+      [{ agent: { provider: 'claude', env: { ANTHROPIC_API_KEY: 'sk-x' } } }, 'secrets never go into a sandbox'],
+    ] as const) {
+      const r = await app.request('/api/projects/demo/config', json('PUT', body));
+      expect(r.status).toBe(422);
+      expect(await r.json()).toMatchObject({ code: 'invalid_input', message: expect.stringContaining(text) });
+    }
+    expect((await app.request('/api/projects/Bad_Name/config')).status).toBe(422);
+    expect((await app.request('/api/projects/nope/config')).status).toBe(404);
+  });
+
+  it('POST undo answers what was undone, twice, then 409', async () => {
+    const first = await app.request('/api/workspaces/demo/undo', { method: 'POST' });
+    expect(first.status).toBe(200);
+    expect(undoResponseSchema.parse(await first.json())).toMatchObject({ undone: { turn: 'turn-2' }, remaining: 1 });
+    expect(undoResponseSchema.parse(await (await app.request('/api/workspaces/demo/undo', { method: 'POST' })).json())).toMatchObject({ remaining: 0 });
+    const third = await app.request('/api/workspaces/demo/undo', { method: 'POST' });
+    expect(third.status).toBe(409);
+    expect((await app.request('/api/workspaces/nope/undo', { method: 'POST' })).status).toBe(404);
+  });
+});

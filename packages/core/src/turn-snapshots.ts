@@ -1,0 +1,316 @@
+import { execFile } from 'node:child_process';
+import { lchown, lstat, mkdtemp, readdir, realpath, rm, rmdir, unlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { GroveError } from '@grove/contracts';
+import { snapshotTree } from './git.ts';
+import { PathPolicy } from './path-globs.ts';
+
+/**
+ * The host's after-turn guardrails and the per-turn snapshots behind undo (docs/agents.md).
+ *
+ * Every git call here runs with GIT_DIR = the bare repository (host-owned; the sandbox mounts it
+ * read-only), GIT_WORK_TREE = the worktree and a throwaway index, and without global or system
+ * config and hooks. The worktree's own `.git` file, index and admin dir are writable from the
+ * sandbox, so host git never reads them: an agent could otherwise plant a config that runs a
+ * command as the host user, or an index whose stat data hides a change.
+ *
+ * Refs (the slug's "~" is "+" in ref names, as for the teardown refs):
+ *   refs/grove/<slug>/turns/<n>   the worktree after turn n; its parent is the worktree before it
+ *   refs/grove/<slug>/worktree    the last state recorded (after a snapshot or an undo)
+ *   refs/grove/<slug>/undone/<n>  a snapshot that was undone (kept, so nothing is ever lost)
+ */
+
+export interface WorktreeContext {
+  /** The bare repository: the common git dir. */
+  repo: string;
+  worktree: string;
+  slug: string;
+  /** The workspace's branch, e.g. grove/feature (without refs/heads/). */
+  branch: string;
+  /** Owner of files the host writes into the worktree (the sandbox uid), when the host may chown. */
+  owner?: { uid: number; gid: number };
+}
+
+export interface Change {
+  /** A = not in the base, M = modified, D = deleted, T = type changed. */
+  status: 'A' | 'M' | 'D' | 'T';
+  path: string;
+}
+
+export interface RevertedPath {
+  path: string;
+  action: 'restored' | 'removed';
+}
+
+export interface Snapshot {
+  n: number;
+  ref: string;
+  commit: string;
+  /** Paths that differ from the state before the turn. */
+  files: string[];
+}
+
+export interface UndoResult {
+  n: number;
+  /** Where the undone snapshot is kept now. */
+  ref: string;
+  /** The commit whose tree the worktree now has. */
+  restored: string;
+  files: string[];
+  /** Snapshots still on the stack. */
+  remaining: number;
+}
+
+const IDENTITY = { GIT_AUTHOR_NAME: 'Grove', GIT_AUTHOR_EMAIL: 'grove@localhost', GIT_COMMITTER_NAME: 'Grove', GIT_COMMITTER_EMAIL: 'grove@localhost' };
+// Passed to git children that get an explicit environment; not configuration, so not in an env.ts.
+// eslint-disable-next-line no-restricted-properties
+const CHILD_PATH = process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin';
+const ZERO = '0'.repeat(40);
+
+export function refBase(slug: string): string {
+  return `refs/grove/${slug.replace('~', '+')}`;
+}
+export const turnRef = (slug: string, n: number) => `${refBase(slug)}/turns/${n}`;
+const stateRef = (slug: string) => `${refBase(slug)}/worktree`;
+const undoneRef = (slug: string, n: number) => `${refBase(slug)}/undone/${n}`;
+
+/** git with exactly this environment; rejects with git_failed naming what was attempted. */
+function git(args: string[], o: { cwd: string; env: Record<string, string>; input?: string; what: string }): Promise<string> {
+  return new Promise((resolvePromise, reject) => {
+    const child = execFile(
+      'git',
+      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', ...args],
+      {
+        cwd: o.cwd,
+        // Exactly these variables (Next's types, in the root typecheck, make NODE_ENV required on ProcessEnv).
+        env: { PATH: CHILD_PATH, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', ...IDENTITY, ...o.env } as Record<string, string> as NodeJS.ProcessEnv,
+        maxBuffer: 256 * 1024 * 1024,
+        timeout: 600_000,
+        encoding: 'utf8',
+      },
+      (err, stdout, stderr) => {
+        if (err) reject(new GroveError('git_failed', `${o.what}: ${(stderr || err.message).trim()}`, { cause: err }));
+        else resolvePromise(stdout);
+      },
+    );
+    if (o.input !== undefined) child.stdin?.end(o.input);
+  });
+}
+
+/**
+ * A throwaway index over the worktree, in a host-only temp dir. Snapshots use git.ts's snapshotTree;
+ * reverts and undo need the index itself afterwards, to check files out of it.
+ */
+class TempIndex {
+  private constructor(
+    private readonly ctx: WorktreeContext,
+    private readonly dir: string,
+  ) {}
+
+  static async open(ctx: WorktreeContext): Promise<TempIndex> {
+    return new TempIndex(ctx, await mkdtemp(join(tmpdir(), 'grove-turn-')));
+  }
+
+  run(args: string[], what: string, input?: string): Promise<string> {
+    return git(args, {
+      cwd: this.ctx.worktree,
+      what,
+      input,
+      env: { GIT_DIR: this.ctx.repo, GIT_WORK_TREE: this.ctx.worktree, GIT_INDEX_FILE: join(this.dir, 'index'), GIT_LITERAL_PATHSPECS: '1' },
+    });
+  }
+
+  /** The worktree as a tree (changes and untracked files that are not ignored), and what differs from base. */
+  async scan(base: string): Promise<{ tree: string; changes: Change[] }> {
+    await this.run(['read-tree', base], 'reading the base tree');
+    await this.run(['add', '--all', '--', '.'], 'reading the worktree');
+    const tree = (await this.run(['write-tree'], 'writing the worktree tree')).trim();
+    const out = await this.run(['diff-index', '--cached', '--no-renames', '--name-status', '-z', base], 'listing changes');
+    return { tree, changes: parseNameStatus(out) };
+  }
+
+  /** Writes these paths from `source` (a commit or tree) into the worktree. */
+  async checkout(source: string, paths: string[]): Promise<void> {
+    if (paths.length === 0) return;
+    await this.run(['checkout', source, '--pathspec-from-file=-', '--pathspec-file-nul'], 'restoring files', paths.map((p) => `${p}\0`).join(''));
+  }
+
+  async dispose(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function withIndex<T>(ctx: WorktreeContext, fn: (index: TempIndex) => Promise<T>): Promise<T> {
+  const index = await TempIndex.open(ctx);
+  try {
+    return await fn(index);
+  } finally {
+    await index.dispose();
+  }
+}
+
+export function parseNameStatus(out: string): Change[] {
+  const parts = out.split('\0');
+  const changes: Change[] = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const status = parts[i]?.charAt(0);
+    const path = parts[i + 1];
+    if (!path || (status !== 'A' && status !== 'M' && status !== 'D' && status !== 'T')) continue;
+    changes.push({ status, path });
+  }
+  return changes;
+}
+
+/** Runs in the bare repository (refs, objects), never in the worktree. */
+function repoGit(ctx: { repo: string }, args: string[], what: string, input?: string): Promise<string> {
+  return git(args, { cwd: ctx.repo, what, input, env: { GIT_DIR: ctx.repo } });
+}
+
+async function resolveRef(ctx: WorktreeContext, ref: string): Promise<string | null> {
+  const out = await repoGit(ctx, ['for-each-ref', '--format=%(objectname)', ref], `resolving ${ref}`);
+  return out.trim().split('\n')[0] || null;
+}
+
+async function treeOf(ctx: WorktreeContext, commit: string): Promise<string> {
+  return (await repoGit(ctx, ['rev-parse', `${commit}^{tree}`], `reading the tree of ${commit}`)).trim();
+}
+
+async function branchCommit(ctx: WorktreeContext): Promise<string> {
+  const sha = await resolveRef(ctx, `refs/heads/${ctx.branch}`);
+  if (!sha) throw new GroveError('git_failed', `branch ${ctx.branch} of ${ctx.slug} does not exist`);
+  return sha;
+}
+
+/**
+ * Reverts every change outside the allowed globs (relative to the branch): tracked files are
+ * restored from the branch, new files removed. Repeats once more when something was reverted, so a
+ * changed .gitignore cannot hide new files from the check.
+ */
+export async function revertOutsideAllowed(ctx: WorktreeContext, allowed: readonly string[] | undefined): Promise<RevertedPath[]> {
+  const policy = new PathPolicy(allowed);
+  if (!policy.restricted) return [];
+  const base = await branchCommit(ctx);
+  const reverted: RevertedPath[] = [];
+  for (let pass = 0; pass < 3; pass++) {
+    const outside = await withIndex(ctx, async (index) => {
+      const { changes } = await index.scan(base);
+      const bad = changes.filter((c) => !policy.allows(c.path));
+      const restore = bad.filter((c) => c.status !== 'A').map((c) => c.path);
+      await index.checkout(base, restore);
+      await fixOwnership(ctx, restore);
+      for (const c of bad.filter((x) => x.status === 'A')) await removeInWorktree(ctx.worktree, c.path);
+      return bad;
+    });
+    if (outside.length === 0) break;
+    for (const c of outside) reverted.push({ path: c.path, action: c.status === 'A' ? 'removed' : 'restored' });
+  }
+  return reverted;
+}
+
+/**
+ * Records the worktree after turn n on refs/grove/<slug>/turns/<n>, as a commit whose parent is
+ * the state before the turn. Null when the turn changed nothing. The branch never moves.
+ */
+export async function recordSnapshot(ctx: WorktreeContext, o: { n: number; turn: string }): Promise<Snapshot | null> {
+  const prev = (await resolveRef(ctx, stateRef(ctx.slug))) ?? (await branchCommit(ctx));
+  // The same throwaway-index tree the teardown recovery refs use.
+  const tree = await snapshotTree(ctx.repo, ctx.worktree, prev);
+  if (tree === (await treeOf(ctx, prev))) return null;
+  const changes = parseNameStatus(await repoGit(ctx, ['diff-tree', '-r', '--no-renames', '--name-status', '-z', prev, tree], 'listing the turn\'s changes'));
+  const commit = (await repoGit(ctx, ['commit-tree', tree, '-p', prev, '-m', `grove: ${ctx.slug} after ${o.turn}`], 'recording the snapshot')).trim();
+  const ref = turnRef(ctx.slug, o.n);
+  // Create-only: a snapshot is never overwritten (a repeated hook for the same turn records nothing new).
+  await repoGit(ctx, ['update-ref', '-m', `grove: after ${o.turn}`, ref, commit, ZERO], `writing ${ref}`).catch(async (err: unknown) => {
+    if ((await resolveRef(ctx, ref)) === null) throw err;
+  });
+  await repoGit(ctx, ['update-ref', '-m', `grove: after ${o.turn}`, stateRef(ctx.slug), commit], 'moving the worktree state ref');
+  return { n: o.n, ref, commit, files: changes.map((c) => c.path) };
+}
+
+/** The snapshots still on the undo stack, newest first. */
+export async function listSnapshots(ctx: WorktreeContext): Promise<Array<{ n: number; commit: string }>> {
+  const prefix = `${refBase(ctx.slug)}/turns/`;
+  const out = await repoGit(ctx, ['for-each-ref', '--format=%(refname) %(objectname)', prefix], 'listing snapshots');
+  const entries: Array<{ n: number; commit: string }> = [];
+  for (const line of out.split('\n')) {
+    const [ref = '', commit = ''] = line.trim().split(' ');
+    const n = Number(ref.slice(prefix.length));
+    if (Number.isSafeInteger(n) && n > 0 && commit) entries.push({ n, commit });
+  }
+  return entries.sort((a, b) => b.n - a.n);
+}
+
+/**
+ * Puts the worktree back to how it was before the newest snapshot's turn: files that turn changed
+ * or deleted are restored, files it added are removed. The snapshot moves to undone/<n>; if the
+ * worktree changed again since it was taken, that state is kept there too, as a child commit.
+ * Null when there is nothing to undo.
+ */
+export async function undoLast(ctx: WorktreeContext): Promise<UndoResult | null> {
+  const [last, ...rest] = await listSnapshots(ctx);
+  if (!last) return null;
+  const before = (await repoGit(ctx, ['rev-parse', `${last.commit}^1`], 'reading the state before the turn')).trim();
+  const files = await withIndex(ctx, async (index) => {
+    const { tree: now, changes } = await index.scan(before);
+    let keep = last.commit;
+    if (now !== (await treeOf(ctx, last.commit))) {
+      keep = (await repoGit(ctx, ['commit-tree', now, '-p', last.commit, '-m', `grove: ${ctx.slug} worktree at undo of turn ${last.n}`], 'saving the worktree before undo')).trim();
+    }
+    await repoGit(ctx, ['update-ref', '-m', 'grove: undo', undoneRef(ctx.slug, last.n), keep], 'keeping the undone snapshot');
+    const restore = changes.filter((c) => c.status !== 'A').map((c) => c.path);
+    await index.checkout(before, restore);
+    await fixOwnership(ctx, restore);
+    for (const c of changes.filter((x) => x.status === 'A')) await removeInWorktree(ctx.worktree, c.path);
+    return changes.map((c) => c.path);
+  });
+  await repoGit(ctx, ['update-ref', '-m', 'grove: undo', stateRef(ctx.slug), before], 'moving the worktree state ref');
+  await repoGit(ctx, ['update-ref', '-d', turnRef(ctx.slug, last.n), last.commit], 'removing the undone snapshot from the stack');
+  return { n: last.n, ref: undoneRef(ctx.slug, last.n), restored: before, files, remaining: rest.length };
+}
+
+/** Drops a slug's snapshot refs: a new workspace under an old slug starts its own turn numbers. */
+export async function clearSnapshots(ctx: Pick<WorktreeContext, 'repo' | 'slug'>): Promise<void> {
+  const out = await repoGit(ctx, ['for-each-ref', '--format=%(refname)', `${refBase(ctx.slug)}/turns/`, `${refBase(ctx.slug)}/undone/`, stateRef(ctx.slug)], 'listing snapshots');
+  const refs = out.split('\n').filter(Boolean);
+  if (refs.length === 0) return;
+  await repoGit(ctx, ['update-ref', '--stdin'], 'removing old snapshots', refs.map((r) => `delete ${r}\n`).join(''));
+}
+
+/**
+ * Removes a file the agent added, without following a symlink the agent may have put in its path:
+ * the parent must resolve to itself inside the worktree. Empty directories left behind go too.
+ */
+async function removeInWorktree(worktree: string, rel: string): Promise<void> {
+  const root = await realpath(worktree);
+  const target = resolve(root, rel);
+  const parent = dirname(target);
+  const realParent = await realpath(parent).catch(() => null);
+  if (realParent !== parent || !(parent === root || parent.startsWith(`${root}${sep}`))) return;
+  const st = await lstat(target).catch(() => null);
+  if (!st) return;
+  if (st.isDirectory()) await rm(target, { recursive: true, force: true });
+  else await unlink(target);
+  let dir = parent;
+  while (dir !== root && dir.startsWith(`${root}${sep}`)) {
+    if ((await readdir(dir).catch(() => ['?'])).length > 0) break;
+    await rmdir(dir).catch(() => undefined);
+    dir = dirname(dir);
+  }
+}
+
+/** Files git wrote as the host user are handed to the sandbox uid, with every directory up to the root. */
+async function fixOwnership(ctx: WorktreeContext, paths: string[]): Promise<void> {
+  const owner = ctx.owner;
+  if (!owner || paths.length === 0) return;
+  const root = resolve(ctx.worktree);
+  const seen = new Set<string>();
+  for (const rel of paths) {
+    let p = resolve(root, rel);
+    while (p !== root && !relative(root, p).startsWith('..') && !seen.has(p)) {
+      seen.add(p);
+      await lchown(p, owner.uid, owner.gid).catch(() => undefined);
+      p = dirname(p);
+    }
+  }
+}
