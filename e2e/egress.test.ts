@@ -1,0 +1,298 @@
+// The egress floor and the isolation promises, from inside real sandboxes of the real server (issue 5).
+// Traffic goes to loopback only: the corpus cases run here are the ones whose target is a loopback or
+// unspecified address (a gate bug could only reach the host itself); the full corpus, names and private
+// ranges included, runs in packages/egress/src/gate.docker.test.ts behind a loopback-only connector.
+// The only connect() toward another address (192.0.2.1, TEST-NET-1) happens after the test has shown
+// the sandbox has no route at all.
+import { execFile, execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { egressResponseSchema } from '@grove/contracts';
+import type { EgressResponse, GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
+import { classify, parseHost, splitAuthority, unmap } from '@grove/egress';
+import { loadCorpus } from '../packages/egress/src/corpus.ts';
+import type { CorpusCase } from '../packages/egress/src/corpus.ts';
+import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from '../packages/egress/src/probe.ts';
+import type { ProbeCase, ProbeResult } from '../packages/egress/src/probe.ts';
+import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+
+const home = makeHome('egress');
+let s: RunningServer;
+let upstream: http.Server;
+let upPort = 0;
+let upstreamHits = 0;
+const A = 'demo~ea';
+const B = 'demo~eb';
+const RELAY = { host: '127.0.0.1', port: 3128 };
+
+function container(slug: string): string {
+  const id = containerOf(s.instance, slug);
+  if (!id) throw new Error(`no container for ${slug}`);
+  return id;
+}
+
+function sh(slug: string, script: string): { code: number; out: string } {
+  return dockerExec(container(slug), ['sh', '-c', script]);
+}
+
+function node(slug: string, source: string, ...args: string[]): { code: number; out: string } {
+  return dockerExec(container(slug), ['node', '-e', source, ...args]);
+}
+
+const run = promisify(execFile);
+
+/** Asynchronous: the test upstream lives in this process and must keep answering while the probe runs. */
+async function probe(slug: string, cases: ProbeCase[]): Promise<ProbeResult[]> {
+  const r = await run('docker', ['exec', container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  return JSON.parse(r.stdout) as ProbeResult[];
+}
+
+async function egressOf(slug: string, limit = 200): Promise<EgressResponse> {
+  const r = await s.api<EgressResponse>('GET', `/api/workspaces/${slug}/egress?limit=${limit}`);
+  expect(r.status).toBe(200);
+  return egressResponseSchema.parse(r.body);
+}
+
+/** The host a case targets (CONNECT authority, absolute-URL authority, or the Host header of a raw request). */
+function targetHost(c: CorpusCase): string | null {
+  const r = c.request;
+  const authority =
+    r.kind === 'connect' ? r.target : r.kind === 'http' ? (r.url.replace(/^[a-z]+:\/\//i, '').split(/[/?#]/, 1)[0] ?? '') : (/\r\nHost: ([^\r]+)/i.exec(r.text)?.[1] ?? '');
+  const a = splitAuthority(authority, 80);
+  return 'error' in a ? null : a.host;
+}
+
+/** Cases whose target is an address on this host: even a gate that wrongly allowed them could reach nothing else. */
+function hostOnly(c: CorpusCase): boolean {
+  const h = targetHost(c);
+  if (h === null) return false;
+  const p = parseHost(h);
+  if (p.kind !== 'ip') return false;
+  const cls = classify(unmap(p.ip));
+  return cls === 'loopback' || cls === 'unspecified';
+}
+
+beforeAll(async () => {
+  upstream = http.createServer((req, res) => {
+    upstreamHits++;
+    res.end(`upstream-ok ${req.method} ${req.url}`);
+  });
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const addr = upstream.address();
+  upPort = typeof addr === 'object' && addr ? addr.port : 0;
+  s = await startServer({ home });
+  await waitRunning(s, 'demo');
+  for (const name of ['ea', 'eb']) {
+    const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
+    expect(r.status).toBe(201);
+  }
+});
+
+afterAll(async () => {
+  await s?.stop();
+  cleanup(home);
+  await new Promise((r) => upstream?.close(r));
+});
+
+describe('egress: no way out but the gate', () => {
+  it('has only loopback and no route at all; raw TCP and UDP toward another address fail without one', () => {
+    expect(sh(A, 'ls /sys/class/net').out.trim().split(/\s+/)).toEqual(['lo']);
+    expect(sh(A, 'cat /proc/net/route').out.trim().split('\n')).toHaveLength(1); // the header: no IPv4 route
+    const v6 = sh(A, 'cat /proc/net/ipv6_route 2>/dev/null').out.trim();
+    for (const line of v6 ? v6.split('\n') : []) expect(line.trim().split(/\s+/).at(-1)).toBe('lo');
+    // Proven above that nothing can leave; so these fail in the kernel, before any packet exists.
+    const tcp = node(A, "const s=require('net').connect(80,'192.0.2.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})");
+    expect(tcp).toMatchObject({ code: 3 });
+    expect(tcp.out.trim()).toBe('ENETUNREACH');
+    const udp = node(A, "const d=require('dgram').createSocket('udp4');d.send(Buffer.from('x'),53,'192.0.2.1',e=>{console.log(e?e.code:'sent');process.exit(e?3:0)})");
+    expect(udp).toMatchObject({ code: 3 });
+    expect(udp.out.trim()).toBe('ENETUNREACH');
+    // Name resolution has nowhere to go either.
+    const dns = node(A, "require('dns').lookup('example.com',e=>{console.log(e?e.code:'resolved');process.exit(e?3:0)})");
+    expect(dns.code).toBe(3);
+  });
+
+  it('points every process at the relay, and the relay at this workspace\'s gate', () => {
+    const env = sh(A, 'env').out;
+    for (const v of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) expect(env).toContain(`${v}=http://127.0.0.1:3128\n`);
+    expect(env).toContain('NO_PROXY=localhost,127.0.0.1\n');
+    expect(fs.statSync(path.join(home, 'run', A, 'egress.sock')).isSocket()).toBe(true);
+    expect(sh(A, 'test -S /run/grove/egress.sock').code).toBe(0);
+  });
+});
+
+describe('egress: the policy decides, and every decision is audited', () => {
+  it('denies everything by default (scripted provider) and shows the denial in GET /egress', async () => {
+    const before = await egressOf(A);
+    expect(before).toMatchObject({ policy: { rules: [] }, source: 'default' });
+    const [r] = await probe(A, [{ id: 'default', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status).toBe(403);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_denied', rule: 'blocked-address:loopback' });
+    const after = await waitFor('the denial in the audit trail', async () => {
+      const e = await egressOf(A);
+      return e.decisions.find((d) => d.type === 'egress.denied' && d.data.port === upPort);
+    });
+    expect(after.data).toMatchObject({ host: '127.0.0.1', address: '127.0.0.1', decision: 'deny', rule: 'blocked-address:loopback' });
+  });
+
+  it('PUT validates the policy and applies it live; the loopback corpus is denied before connecting, the allowed cases reach the host', async () => {
+    const corpus = loadCorpus(upPort);
+    const bad = await s.api<{ code: string; message: string }>('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '*.com', ports: [443] }] });
+    expect(bad.status).toBe(422);
+    const put = await s.api<{ policy: unknown }>('PUT', `/api/workspaces/${A}/egress`, corpus.policy);
+    expect(put.status).toBe(200);
+    expect(put.body.policy).toEqual(corpus.policy);
+
+    const cases = corpus.cases.filter(hostOnly);
+    const denied = cases.filter((c) => c.expect === 'deny');
+    const allowed = cases.filter((c) => c.expect === 'allow');
+    expect(denied.length).toBeGreaterThanOrEqual(25);
+    expect(allowed.length).toBeGreaterThanOrEqual(3);
+    const hitsBefore = upstreamHits;
+    const lastId = (await egressOf(A)).decisions[0]?.id ?? 0;
+    const results = await probe(A, probeCases(cases));
+    cases.forEach((c, i) => {
+      const res = parseResponse(results[i]?.text ?? '');
+      const where = `${c.id}: ${results[i]?.text.slice(0, 200)}`;
+      if (c.expect === 'deny') {
+        expect(res.status, where).toBe(c.status ?? 403);
+        expect((JSON.parse(res.body) as { rule: string }).rule, where).toBe(c.rule);
+      } else {
+        expect(res.body, where).toMatch(/^upstream-ok /);
+      }
+    });
+    expect(upstreamHits - hitsBefore).toBe(allowed.length);
+    // Every one of them is in the audit trail (events table), with its rule.
+    const fresh = await waitFor('all decisions audited', async () => {
+      const e = (await egressOf(A, 500)).decisions.filter((d) => d.id > lastId);
+      return e.length >= cases.length ? e : undefined;
+    });
+    const byRule = (type: string, rule: string): GroveEvent[] => fresh.filter((d) => d.type === type && d.data.rule === rule);
+    for (const c of denied) expect(byRule('egress.denied', c.rule).length, c.id).toBeGreaterThan(0);
+    expect(fresh.filter((d) => d.type === 'egress.denied')).toHaveLength(denied.length);
+    const allowedEvents = fresh.filter((d) => d.type === 'egress.allowed');
+    expect(allowedEvents).toHaveLength(allowed.length);
+    for (const e of allowedEvents) {
+      expect(e.data).toMatchObject({ address: '127.0.0.1', port: upPort, status: 200 });
+      expect(e.data.bytesIn).toBeGreaterThan(0);
+      expect(e.data.bytesOut).toBeGreaterThan(0);
+    }
+    const changed = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(A)}&limit=1000`);
+    expect(changed.body.events.some((e) => e.type === 'egress.policy')).toBe(true);
+  });
+
+  it('keeps the policy and restarts the gate when the server restarts', async () => {
+    await s.stop();
+    s = await startServer({ home });
+    await waitRunning(s, A);
+    expect((await egressOf(A)).source).toBe('workspace');
+    const [r] = await probe(A, probeCases(loadCorpus(upPort).cases.filter((c) => c.id === 'allow-ip-rule')));
+    expect(parseResponse(r?.text ?? '').body).toMatch(/^upstream-ok /);
+  });
+});
+
+describe('isolation between workspaces', () => {
+  it("one workspace's policy is not another's: B, on the default policy, is still denied", async () => {
+    const [r] = await probe(B, [{ id: 'b', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }]);
+    expect(parseResponse(r?.text ?? '').status).toBe(403);
+  });
+
+  it("A sees neither B's sockets, files nor processes, nor the Docker socket", () => {
+    // A marker in B's run dir and worktree on the host: A's mounts are its own directories.
+    fs.writeFileSync(path.join(home, 'run', B, 'marker-b'), 'b');
+    fs.writeFileSync(path.join(home, 'worktrees', 'demo', 'eb', 'marker-b.txt'), 'b');
+    expect(sh(A, 'ls -a /run/grove').out).not.toContain('marker-b');
+    expect(sh(A, 'ls -a /workspace').out).not.toContain('marker-b');
+    // (The bare repository is mounted read-only at its host path, so <home>/repos/demo exists inside; nothing else of home does.)
+    const elsewhere = ['run', 'threads', 'state', 'worktrees', 'archive', 'locks', 'token', 'grove.db'].map((n) => path.join(home, n));
+    for (const p of [path.join(home, 'run', B), path.join(home, 'worktrees', 'demo', 'eb'), path.join(home, 'threads', B), ...elsewhere]) {
+      expect(sh(A, `test -e '${p}'`).code, p).not.toBe(0);
+    }
+    expect(sh(A, 'test -e /var/run/docker.sock || test -e /run/docker.sock').code).not.toBe(0);
+    // Every process A can see is one of its own.
+    const slugs = sh(A, "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null | grep '^GROVE_SLUG='; done | sort -u").out.trim();
+    expect(slugs).toBe(`GROVE_SLUG=${A}`);
+  });
+
+  it("the server's port on the host is not reachable: 127.0.0.1 in the sandbox is the sandbox's own", () => {
+    const port = new URL(s.base).port;
+    const r = node(A, `const s=require('net').connect(${port},'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})`);
+    expect(r.out.trim()).toBe('ECONNREFUSED');
+    // Nor is the test upstream, except through the gate.
+    const up = node(A, `const s=require('net').connect(${upPort},'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})`);
+    expect(up.out.trim()).toBe('ECONNREFUSED');
+  });
+});
+
+describe('no secret inside', () => {
+  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', () => {
+    const names = sh(A, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | cut -d= -f1 | sort -u").out.trim().split('\n');
+    expect(names).toContain('GROVE_SLUG'); // the scan did read the environments
+    expect(names.filter((n) => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n))).toEqual([]);
+    // Searched on the host side, so the scanning commands themselves never carry the token.
+    const procs = sh(A, 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null');
+    expect(procs.out).toContain(`GROVE_SLUG=${A}`);
+    expect(procs.out.includes(TOKEN)).toBe(false);
+    const files = execFileSync('docker', ['exec', container(A), 'sh', '-c', 'find /run/grove /workspace /home/grove /var/lib/grove /tmp -type f -size -2M -exec cat {} + 2>/dev/null; true'], {
+      encoding: 'latin1',
+      maxBuffer: 256 << 20,
+    });
+    expect(files.length).toBeGreaterThan(0);
+    expect(files.includes(TOKEN)).toBe(false);
+    const env = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(A)], { encoding: 'utf8' })) as string[];
+    expect(env.map((e) => e.split('=')[0] ?? '').filter((n) => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n))).toEqual([]);
+  });
+});
+
+describe('resource abuse is contained', () => {
+  async function bStillServes(): Promise<void> {
+    const health = await fetch(`${s.base}/api/health`);
+    expect(health.status).toBe(200);
+    const sent = await s.api<{ turn: string }>('POST', `/w/${B}/messages`, { text: `still here ${Date.now()}` });
+    expect(sent.status).toBe(202);
+    await waitFor('B answers', async () => {
+      const t = await s.api<{ lines: ThreadLine[] }>('GET', `/w/${B}/thread`);
+      return t.body.lines.some((l) => l.kind === 'turn_end' && l.turn === sent.body.turn);
+    }, 30_000);
+  }
+
+  it('a fork bomb stops at the pids limit while the server and B keep serving', async () => {
+    // Spawns until the kernel refuses (EAGAIN), holds the processes while the host checks B, then kills them.
+    const bomb = `
+      const { spawn } = require('child_process');
+      const kids = []; let err = null;
+      (async () => {
+        for (let i = 0; i < 1000 && !err; i++) {
+          err = await new Promise((r) => { const c = spawn('sleep', ['120']); c.once('spawn', () => { kids.push(c); r(null); }); c.once('error', (e) => r(e.code || e.message)); });
+        }
+        console.log(JSON.stringify({ spawned: kids.length, err }));
+        setTimeout(() => { for (const c of kids) c.kill('SIGKILL'); process.exit(0); }, Number(process.argv[1]));
+      })();`;
+    // Asynchronous: the bomb holds the limit for a few seconds while the host checks B.
+    const run = new Promise<{ spawned: number; err: string }>((resolve, reject) => {
+      execFile('docker', ['exec', container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
+        if (e && !out) reject(e);
+        else resolve(JSON.parse(out.trim().split('\n')[0] ?? '{}') as { spawned: number; err: string });
+      });
+    });
+    await new Promise((r) => setTimeout(r, 3_000)); // the bomb is at the limit by now
+    await bStillServes();
+    const result = await run;
+    expect(result.err).toBe('EAGAIN');
+    expect(result.spawned).toBeGreaterThan(50);
+    expect(result.spawned).toBeLessThan(256); // DEFAULT_LIMITS.pids, shared with the backend's own tasks
+    // A recovers once the processes are gone.
+    await waitFor('A healthy again', async () => (await s.api('GET', `/w/${A}/health`)).status === 200);
+  });
+
+  it('a memory hog is killed by the memory limit while the server and B keep serving', async () => {
+    const hog = dockerExec(container(A), ['node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
+    expect(hog.code).toBe(137); // SIGKILL from the cgroup's OOM killer
+    await bStillServes();
+    expect((await s.api('GET', `/w/${A}/health`)).status).toBe(200); // the hog died, not A's backend
+  });
+});
