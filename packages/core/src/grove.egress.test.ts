@@ -143,9 +143,14 @@ describe('egress in the lifecycle', () => {
     expect((await g.egress('demo~feat')).decisions.map((d) => d.id)).toEqual([e?.id]);
   });
 
-  it('the default names the agent provider API host when one is configured', async () => {
-    const g = await withWorkspace({ sandboxEnv: { GROVE_PROVIDER: 'claude' } });
-    expect((await g.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'api.anthropic.com', ports: [443] }] });
+  it("the default names the agent provider's API host: the server's, or the project's agent", async () => {
+    const g = await withWorkspace({ sandboxEnv: { GROVE_PROVIDER: 'claude' }, egress: { connect, defaultRules: [{ host: 'pkg.example', ports: [443] }] } });
+    expect((await g.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'pkg.example', ports: [443] }, { host: 'api.anthropic.com', ports: [443] }] });
+    const h = await open();
+    await h.setProjectConfig('demo', { agent: { provider: 'claude' } });
+    expect((await h.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'api.anthropic.com', ports: [443] }] });
+    await h.setProjectConfig('demo', { agent: { provider: 'scripted' } });
+    expect((await h.egress('demo~feat')).policy).toEqual({ rules: [] });
   });
 
   it('persists a new policy, applies it live, and keeps it across stop and start', async () => {

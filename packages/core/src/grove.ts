@@ -374,7 +374,7 @@ class GroveImpl implements Grove {
       this.checkAbort(signal);
 
       step = 'egress';
-      await this.gates.ensure(slug, this.policyOf(row));
+      await this.gates.ensure(slug, await this.policyOf(row));
 
       step = 'image';
       await this.requireImage();
@@ -496,7 +496,7 @@ class GroveImpl implements Grove {
       step = 'dirs';
       await this.prepareDirs(slug, { fresh: false });
       step = 'egress';
-      await this.gates.ensure(slug, this.policyOf(row));
+      await this.gates.ensure(slug, await this.policyOf(row));
       const before = await this.opts.driver.inspect(slug);
       // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
@@ -597,22 +597,26 @@ class GroveImpl implements Grove {
 
   // ---- egress ----
 
-  private defaultPolicy(): EgressPolicy {
-    return defaultPolicy({ provider: this.opts.sandboxEnv?.GROVE_PROVIDER, rules: this.opts.egress?.defaultRules });
+  /** The project default: the configured rules plus the API host of the project's agent provider. */
+  private async defaultPolicy(project: string): Promise<EgressPolicy> {
+    // An unreadable config is refused at fork and start; here it only means "no project agent".
+    const config = await readProjectConfig(this.paths.projectConfig(project)).catch((): ProjectConfig => ({}));
+    const provider = config.agent?.provider ?? this.opts.sandboxEnv?.GROVE_PROVIDER;
+    return defaultPolicy({ provider, rules: this.opts.egress?.defaultRules });
   }
 
-  private policyOf(row: WorkspaceRow): EgressPolicy {
+  private async policyOf(row: WorkspaceRow): Promise<EgressPolicy> {
     // Stored rows were validated when written; parsing again keeps a hand-edited database from widening a gate.
     const stored = row.egressPolicy === null ? null : egressPolicySchema.safeParse(row.egressPolicy);
     if (stored?.success) return stored.data;
     if (stored) this.log.error({ slug: row.slug }, 'stored egress policy is invalid; using the project default');
-    return this.defaultPolicy();
+    return this.defaultPolicy(row.project);
   }
 
   async egress(slug: string, opts: { limit?: number } = {}): Promise<EgressResponse> {
     const row = this.requireLive(slug);
     const decisions = this.store.recentEvents(slug, ['egress.allowed', 'egress.denied'], Math.min(Math.max(opts.limit ?? 50, 1), 500));
-    return { policy: this.policyOf(row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
+    return { policy: await this.policyOf(row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
   }
 
   async setEgressPolicy(slug: string, input: unknown): Promise<EgressPolicy> {
@@ -622,7 +626,7 @@ class GroveImpl implements Grove {
     return this.slugs.run(slug, async () => {
       const cur = this.store.byId(row.id);
       if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
-      const before = this.policyOf(cur);
+      const before = await this.policyOf(cur);
       this.store.update(cur.id, { egressPolicy: policy });
       await this.gates.setPolicy(slug, policy);
       this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
@@ -723,7 +727,7 @@ class GroveImpl implements Grove {
     for (const row of this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue;
       try {
-        if (row.state === 'running') await this.gates.ensure(row.slug, this.policyOf(row));
+        if (row.state === 'running') await this.gates.ensure(row.slug, await this.policyOf(row));
         else await this.gates.close(row.slug);
       } catch (e) {
         this.log.error({ err: e, slug: row.slug }, `egress gate of ${row.slug} could not be started: ${reasonOf(e)}`);
