@@ -56,7 +56,17 @@ const step = (what: string) => console.log(`[web e2e] ${what} at ${((Date.now() 
 
 const shot = (page: Page, name: string) => page.screenshot({ path: path.join(shots, `${name}.png`) });
 
+/**
+ * Types a message and sends it with the Send button, which Playwright waits for: while the previous
+ * turn is still ending the button is Stop, and Enter would be ignored.
+ */
 async function send(scope: Page | Locator, text: string): Promise<void> {
+  await scope.getByLabel('Message').fill(text);
+  await scope.getByRole('button', { name: 'Send', exact: true }).click();
+}
+
+/** Enter sends too (and runs /resume). */
+async function enter(scope: Page | Locator, text: string): Promise<void> {
   const box = scope.getByLabel('Message');
   await box.fill(text);
   await box.press('Enter');
@@ -88,7 +98,7 @@ describe('dashboard', () => {
   it('a non-engineer sends two messages in the default thread, watches the reply stream and finds both after reload', async () => {
     const page = await signedIn(1280);
     await page.getByLabel('Message').waitFor();
-    await send(page, 'hello from the browser');
+    await enter(page, 'hello from the browser');
     await reply(page, 'You said: "hello from the browser"').waitFor();
 
     // A slow turn: the streamed text is visible before the reply is persisted, and the button stops it.
@@ -216,7 +226,7 @@ describe('dashboard', () => {
     // /resume typed in a composer (the default thread's) opens the picker; choosing beta reopens it in a tab.
     await page.goto(`${s.base}/p/demo/w/default`);
     await tabLink(page, 'beta').waitFor();
-    await send(pane(page, 'demo'), '/resume');
+    await enter(pane(page, 'demo'), '/resume');
     await picker.getByRole('option', { name: /beta/ }).waitFor();
     await picker.getByText('Stopped: its files and conversation are kept').waitFor();
     await picker.getByRole('combobox', { name: 'Find a workspace' }).fill('beta');

@@ -163,6 +163,8 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
   };
 
   const scope = project ? `in ${project}` : 'in every project';
+  // The project is named on each row only when the rows come from more than one.
+  const manyProjects = load.kind === 'ready' && new Set(load.list.map((w) => w.project)).size > 1;
   return (
     <Modal title="Resume a workspace" onClose={onClose}>
       <p className="dialog-lead" id={ids.help}>
@@ -225,7 +227,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
                   <span className="picker-name">
                     {w.isDefault ? w.project : w.name}
                     {w.isDefault ? <span className="card-tag">default</span> : null}
-                    {!project && !w.isDefault ? <span className="muted"> · {w.project}</span> : null}
+                    {manyProjects && !w.isDefault ? <span className="muted"> · {w.project}</span> : null}
                   </span>
                   <StateBadge state={w.state} />
                   <time className="picker-time" dateTime={when}>

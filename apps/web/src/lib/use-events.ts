@@ -6,7 +6,9 @@ import { eventFeed } from './events.ts';
 
 /**
  * Calls `onChange` (coalesced: at most one call per burst of events) whenever an event passes `filter`,
- * and when the feed reconnects. Callbacks are read through refs, so callers may pass fresh functions.
+ * and whenever the feed (re)opens: a first connection streams only new events, so whatever happened
+ * between the caller's own first read and that moment is read again. Callbacks are read through refs,
+ * so callers may pass fresh functions.
  */
 export function useEventTrigger(filter: (e: GroveEvent) => boolean, onChange: () => void, enabled = true): void {
   const filterRef = useRef(filter);
@@ -22,16 +24,11 @@ export function useEventTrigger(filter: (e: GroveEvent) => boolean, onChange: ()
       clearTimeout(timer);
       timer = setTimeout(() => changeRef.current(), 120);
     };
-    let opened = false;
     const off = eventFeed().subscribe({
       onEvent: (e) => {
         if (filterRef.current(e)) fire();
       },
-      onOpen: () => {
-        // The first open is the initial connection, which the caller's own first read already covers.
-        if (opened) fire();
-        opened = true;
-      },
+      onOpen: fire,
     });
     return () => {
       clearTimeout(timer);
