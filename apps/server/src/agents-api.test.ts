@@ -6,6 +6,7 @@ import type { Grove } from '@grove/core';
 import { GroveError, projectConfigResponseSchema, projectConfigSchema, undoResponseSchema } from '@grove/contracts';
 import type { ProjectConfig } from '@grove/contracts';
 import { createApi } from './api.ts';
+import { parseProxyPath } from './proxy.ts';
 
 const configs = new Map<string, ProjectConfig>([['demo', {}]]);
 let undone = 0;
@@ -66,5 +67,15 @@ describe('agents API', () => {
     const third = await app.request('/api/workspaces/demo/undo', { method: 'POST' });
     expect(third.status).toBe(409);
     expect((await app.request('/api/workspaces/nope/undo', { method: 'POST' })).status).toBe(404);
+  });
+});
+
+describe('host-only backend routes', () => {
+  it('are not reachable through /w/<slug>/, however the path is spelled', () => {
+    for (const url of ['/w/demo/hold', '/w/demo/hold/release', '/w/demo~x/notes', '/w/demo/./notes', '/w/demo/x/../hold?y=1']) {
+      expect(() => parseProxyPath(url), url).toThrow(expect.objectContaining({ code: 'not_found' }));
+    }
+    expect(parseProxyPath('/w/demo/thread')).toEqual({ slug: 'demo', path: '/thread' });
+    expect(parseProxyPath('/w/demo/notes-app/index.html')).toEqual({ slug: 'demo', path: '/notes-app/index.html' });
   });
 });

@@ -9,6 +9,7 @@ import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
+const HOST_ONLY = /^\/(hold|hold\/release|notes)$/;
 
 export interface ProxyTarget {
   slug: string;
@@ -28,7 +29,14 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   }
   const parsed = slugSchema.safeParse(slug);
   if (!parsed.success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
-  return { slug: parsed.data, path: `${m[2] ?? '/'}${m[3] ?? ''}` };
+  const path = `${m[2] ?? '/'}${m[3] ?? ''}`;
+  // The backend's host-only routes (docs/agents.md): the server holds the workspace and writes grove
+  // markers itself; through the front door they would let a browser forge them. Normalized the way the
+  // backend routes, so dot segments cannot slip past.
+  if (HOST_ONLY.test(new URL(path, 'http://backend').pathname)) {
+    throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${parsed.data}/`);
+  }
+  return { slug: parsed.data, path };
 }
 
 /**
