@@ -101,7 +101,8 @@ export function createProviderRelay(opts: ProviderRelayOptions): ProviderRelay {
       opts.onRequest?.(entry);
     };
 
-    if (!ALLOWED_PATH.test(path)) {
+    // No dot segments: the upstream would resolve /v1/../x to /x.
+    if (!ALLOWED_PATH.test(path) || /(^|\/)\.\.?(\/|\?|$)/.test(path.split('?')[0] ?? '')) {
       req.resume();
       sendJson(res, 404, { code: 'not_found', message: `grove relay: only the provider's /v1/ API is relayed, not ${path.slice(0, 100)}` });
       record(404, 'path not relayed');
