@@ -35,7 +35,17 @@ export function table(headers: string[], rows: Array<Array<string | number>>): v
 /** One line naming the machine and its load, printed before and after each benchmark: the figures depend on it. */
 export function machineNote(): string {
   const [l1, l5] = os.loadavg();
-  return `node ${process.version}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, load ${fmt(l1 ?? 0, 2)}/${fmt(l5 ?? 0, 2)} (1/5 min)`;
+  return `node ${process.version}, ${os.cpus().length} cores, ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, load ${fmt(l1 ?? 0, 2)}/${fmt(l5 ?? 0, 2)} (1/5 min)${cpuPressure()}`;
+}
+
+/** Share of the last minute in which some runnable task waited for a CPU (Linux PSI); the clearest sign of a shared, busy machine. */
+function cpuPressure(): string {
+  try {
+    const m = /some avg10=([\d.]+) avg60=([\d.]+)/.exec(fs.readFileSync('/proc/pressure/cpu', 'utf8'));
+    return m ? `, CPU pressure ${m[2]}% (60 s)` : '';
+  } catch {
+    return '';
+  }
 }
 
 export function mkTemp(prefix: string): string {

@@ -2,7 +2,7 @@
 // socket, nginx (one worker, upstream keep-alive), configurable-http-proxy, http-proxy and http-proxy-3 (both
 // with a keep-alive agent), and Grove's front door (/w/<slug>/ with auth and routing, which uses http-proxy),
 // once with a stub registry (the proxy path alone) and once over the real SQLite registry (what the server does).
-// Run: npm run bench:proxy -w @grove/bench   (env BENCH_SECONDS, BENCH_CONNECTIONS)
+// Run: npm run bench:proxy -w @grove/bench   (env BENCH_SECONDS, BENCH_CONNECTIONS, BENCH_ROUNDS)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -11,11 +11,14 @@ import readline from 'node:readline';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { fmt, freePort, machineNote, mkTemp, onCleanup, sleep, table, until } from './lib.ts';
+import { fmt, freePort, machineNote, mkTemp, onCleanup, pct, sleep, table, until } from './lib.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 20);
+// The machine is shared: each target's time is split into rounds run round-robin, so a burst of someone
+// else's load lands on every target rather than on whichever happened to be running.
+const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const dir = mkTemp('proxy');
 const socketPath = path.join(dir, 'upstream.sock');
 const children: ChildProcess[] = [];
@@ -109,29 +112,38 @@ async function startChp(): Promise<number | null> {
 }
 
 interface Row { target: string; size: string; rps: number; p50: number; p99: number; errors: number }
+interface Cell { target: string; size: string; opts: autocannon.Options; runs: autocannon.Result[] }
 
-async function run(target: string, size: string, opts: autocannon.Options): Promise<Row> {
-  const r = await autocannon({ connections, duration: seconds, ...opts });
-  return { target, size, rps: Math.round(r.requests.average), p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx };
+/** req/s over all rounds (total requests / total time); latency percentiles are the median of the rounds'. */
+function summarise(c: Cell): Row {
+  const total = c.runs.reduce((a, r) => a + r.requests.total, 0);
+  const secs = c.runs.reduce((a, r) => a + r.duration, 0);
+  const errors = c.runs.reduce((a, r) => a + r.errors + r.non2xx, 0);
+  return { target: c.target, size: c.size, rps: Math.round(total / secs), p50: pct(c.runs.map((r) => r.latency.p50), 50), p99: pct(c.runs.map((r) => r.latency.p99), 50), errors };
 }
 
 async function main(): Promise<void> {
-  console.log(`proxy overhead: ${connections} connections, ${seconds} s each, autocannon; ${machineNote()}`);
+  console.log(`proxy overhead: ${connections} connections, ${seconds} s per target in ${rounds} round-robin rounds, autocannon; ${machineNote()}`);
   await child('upstream');
   const ports = (await child('proxies')) as { httpProxy: number; httpProxy3: number; grove: number; groveReal: number };
   const nginx = await startNginx();
   const chp = await startChp();
-  const rows: Row[] = [];
+  const cells: Cell[] = [];
+  const add = (target: string, size: string, opts: autocannon.Options) => cells.push({ target, size, opts, runs: [] });
+  const auth = { authorization: 'Bearer bench-token-0123456789' };
   for (const size of ['1k', '256k']) {
-    rows.push(await run('direct unix socket', size, { url: `http://localhost/${size}`, socketPath } as autocannon.Options));
-    if (nginx) rows.push(await run('nginx, 1 worker, upstream keep-alive', size, { url: `http://127.0.0.1:${nginx}/${size}` }));
-    if (chp) rows.push(await run('configurable-http-proxy', size, { url: `http://127.0.0.1:${chp}/${size}` }));
-    rows.push(await run('http-proxy + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy}/${size}` }));
-    rows.push(await run('http-proxy-3 + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy3}/${size}` }));
-    const auth = { authorization: 'Bearer bench-token-0123456789' };
-    rows.push(await run('Grove /w/<slug>/, stub registry', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: auth }));
-    rows.push(await run('Grove /w/<slug>/, real registry (SQLite)', size, { url: `http://127.0.0.1:${ports.groveReal}/w/bench/${size}`, headers: auth }));
+    add('direct unix socket', size, { url: `http://localhost/${size}`, socketPath } as autocannon.Options);
+    if (nginx) add('nginx, 1 worker, upstream keep-alive', size, { url: `http://127.0.0.1:${nginx}/${size}` });
+    if (chp) add('configurable-http-proxy', size, { url: `http://127.0.0.1:${chp}/${size}` });
+    add('http-proxy + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy}/${size}` });
+    add('http-proxy-3 + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy3}/${size}` });
+    add('Grove /w/<slug>/, stub registry', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: auth });
+    add('Grove /w/<slug>/, real registry (SQLite)', size, { url: `http://127.0.0.1:${ports.groveReal}/w/bench/${size}`, headers: auth });
   }
+  for (let r = 0; r < rounds; r++) {
+    for (const c of cells) c.runs.push(await autocannon({ connections, duration: seconds / rounds, ...c.opts }));
+  }
+  const rows = cells.map(summarise);
   console.log('');
   table(['target', 'size', 'req/s', 'p50 ms', 'p99 ms', 'errors'], rows.map((r) => [r.target, r.size, r.rps, r.p50, r.p99, r.errors]));
   const pick = (t: string, s: string) => rows.find((r) => r.target.startsWith(t) && r.size === s);
