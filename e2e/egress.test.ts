@@ -294,5 +294,26 @@ describe('resource abuse is contained', () => {
     expect(hog.code).toBe(137); // SIGKILL from the cgroup's OOM killer
     await bStillServes();
     expect((await s.api('GET', `/w/${A}/health`)).status).toBe(200); // the hog died, not A's backend
+    // Reported: the engine's oom event lands in A's audit trail with the limit it hit.
+    const oom = await waitFor('the oom event', async () => {
+      const r = await s.api('GET', `/api/events?slug=${encodeURIComponent(A)}&type=sandbox.oom`);
+      const events = (r.body as { events: { type: string; data: { limitBytes?: number } }[] }).events;
+      return events.length > 0 ? events : null;
+    });
+    expect(oom[0]?.data.limitBytes).toBeGreaterThan(0);
+  });
+
+  it('a sandbox killed outright is reported stopped with the reason at once, and B and the server carry on', async () => {
+    execFileSync('docker', ['kill', '--signal', 'KILL', container(A)]);
+    const w = await waitFor('A reported stopped', async () => {
+      const r = await s.api('GET', `/api/workspaces/${encodeURIComponent(A)}`);
+      const ws = (r.body as { workspace: { state: string; failureReason: string | null } }).workspace;
+      return ws.state === 'stopped' ? ws : null;
+    });
+    // Docker's OOMKilled flag stays set once any process was killed for memory since the start (the hog above).
+    expect(w.failureReason).toMatch(/^the sandbox stopped unexpectedly: it exited with code 137( \(out of memory\))?$/);
+    await bStillServes();
+    expect((await s.api('POST', `/api/workspaces/${encodeURIComponent(A)}/start`)).status).toBe(200);
+    await waitFor('A reopened', async () => (await s.api('GET', `/w/${A}/health`)).status === 200);
   });
 });

@@ -148,7 +148,7 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
       const queue: GroveEvent[] = [];
       let wake = () => {};
       const off = grove.onEvent((e) => {
-        if (q.slug && e.slug !== q.slug) return;
+        if ((q.slug && e.slug !== q.slug) || (q.type && e.type !== q.type)) return;
         queue.push(e);
         wake();
       });
@@ -156,7 +156,7 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
         off();
         wake();
       });
-      if (Number.isInteger(lastId)) queue.unshift(...(await grove.events({ slug: q.slug, after: lastId, limit: 1000 })));
+      if (Number.isInteger(lastId)) queue.unshift(...(await grove.events({ slug: q.slug, type: q.type, after: lastId, limit: 1000 })));
       let sent = Number.isInteger(lastId) ? lastId : 0;
       while (!stream.aborted) {
         for (let e = queue.shift(); e; e = queue.shift()) {

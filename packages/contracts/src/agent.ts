@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { egressPolicySchema } from './egress.ts';
 
 /**
  * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
@@ -118,6 +119,12 @@ export const projectConfigSchema = z
      * (tracked files restored from the branch, new files removed). Absent: everywhere.
      */
     allowedPaths: z.array(pathGlobSchema).min(1, { error: 'allowedPaths needs at least one glob (leave it out to allow everything)' }).max(256).optional(),
+    /**
+     * The egress policy every workspace of the project starts from (added to the server's
+     * defaults), e.g. a package registry. The agent provider needs no rule: it is reached through
+     * the credential relay, never through the gate.
+     */
+    egress: egressPolicySchema.optional(),
   })
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;

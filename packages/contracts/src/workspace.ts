@@ -48,6 +48,10 @@ export const eventTypeSchema = z.enum([
   'workspace.saved',
   'workspace.reconciled',
   'spawn_failed',
+  /** A running sandbox died on its own (crash, OOM kill, docker kill); the workspace is now stopped with the reason. */
+  'sandbox.died',
+  /** The kernel killed a process in the sandbox at its memory limit; the sandbox itself may live on. */
+  'sandbox.oom',
   /** After a turn, changes outside the project's allowed paths were reverted. */
   'turn.reverted',
   /** After a turn that changed files, the worktree was recorded on refs/grove/<slug>/turns/<n>. */
@@ -125,6 +129,8 @@ export const eventsQuerySchema = z.object({
   slug: slugSchema.optional(),
   after: z.coerce.number().int().nonnegative().optional(),
   limit: z.coerce.number().int().min(1).max(1000).optional(),
+  /** Only events of this type, e.g. `sandbox.oom`. */
+  type: z.string().regex(/^[a-z_]+(\.[a-z_-]+)?$/, { error: 'type must look like workspace.stopped' }).optional(),
 });
 
 export const healthResponseSchema = z.object({ ok: z.literal(true) });

@@ -20,11 +20,6 @@ export const PROXY_ENV: Readonly<Record<string, string>> = {
   no_proxy: 'localhost,127.0.0.1',
 };
 
-/** The API host each agent provider needs; providers not listed (scripted, command) need nothing. */
-const PROVIDER_RULES: Readonly<Record<string, EgressPolicyInput['rules']>> = {
-  claude: [{ host: 'api.anthropic.com', ports: [443] }],
-};
-
 export interface EgressOptions {
   /** Rules every workspace's default policy starts from (the project default). Default: none. */
   defaultRules?: EgressPolicyInput['rules'];
@@ -38,10 +33,23 @@ export interface EgressOptions {
   audit?: { windowMs?: number; allowedPerWindow?: number; deniedPerWindow?: number };
 }
 
-/** The project default: the configured rules plus the provider's API host. */
-export function defaultPolicy(o: { provider: string | undefined; rules?: EgressPolicyInput['rules'] }): EgressPolicy {
-  const rules = [...(o.rules ?? []), ...(PROVIDER_RULES[o.provider ?? ''] ?? [])];
-  return egressPolicySchema.parse({ rules });
+/**
+ * The project default: the server's rules plus the project's. No agent provider adds a rule of its
+ * own: `claude` reaches its API through the credential relay, which adds the key on the host. A gate
+ * rule for api.anthropic.com would let a sandbox talk to the provider with a key of its own, a way
+ * to carry the worktree out that the relay's audit would never see (docs/security.md).
+ */
+export function defaultPolicy(o: { server?: EgressPolicyInput['rules']; project?: EgressPolicyInput['rules'] }): EgressPolicy {
+  const rules = [...(o.server ?? []), ...(o.project ?? [])];
+  // Both sides name the same host sometimes; one rule each keeps the policy under the rule limit.
+  const seen = new Set<string>();
+  const unique = rules.filter((r) => {
+    const key = JSON.stringify(r);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+  return egressPolicySchema.parse({ rules: unique });
 }
 
 type Emit = (slug: string, type: EventType, data: Record<string, unknown>) => void;

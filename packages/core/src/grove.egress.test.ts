@@ -143,14 +143,14 @@ describe('egress in the lifecycle', () => {
     expect((await g.egress('demo~feat')).decisions.map((d) => d.id)).toEqual([e?.id]);
   });
 
-  it("the default names the agent provider's API host: the server's, or the project's agent", async () => {
+  it("the default is the server's rules plus the project's; no provider opens a host of its own (the relay carries its API)", async () => {
     const g = await withWorkspace({ sandboxEnv: { GROVE_PROVIDER: 'claude' }, egress: { connect, defaultRules: [{ host: 'pkg.example', ports: [443] }] } });
-    expect((await g.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'pkg.example', ports: [443] }, { host: 'api.anthropic.com', ports: [443] }] });
+    expect((await g.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'pkg.example', ports: [443] }] });
     const h = await open();
     await h.setProjectConfig('demo', { agent: { provider: 'claude' } });
-    expect((await h.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'api.anthropic.com', ports: [443] }] });
-    await h.setProjectConfig('demo', { agent: { provider: 'scripted' } });
     expect((await h.egress('demo~feat')).policy).toEqual({ rules: [] });
+    await h.setProjectConfig('demo', { agent: { provider: 'claude' }, egress: { rules: [{ host: 'registry.npmjs.org', ports: [443] }] } });
+    expect((await h.egress('demo~feat')).policy).toEqual({ rules: [{ host: 'registry.npmjs.org', ports: [443] }] });
   });
 
   it('persists a new policy, applies it live, and keeps it across stop and start', async () => {

@@ -437,6 +437,32 @@ describe('stop / start / teardown', () => {
   });
 });
 
+describe('a sandbox that dies on its own', () => {
+  it('is marked stopped with the reason at once, frees its slot, and reopens', async () => {
+    const g = await withProject({ maxRunning: 1 });
+    await g.reconcile(); // starts following sandbox events
+    await g.fork({ project: 'demo', name: 'a' });
+    await driver.kill('demo~a', 137);
+    await until(async () => (await g.get('demo~a')).state === 'stopped');
+    expect(await g.get('demo~a')).toMatchObject({ failureReason: 'the sandbox stopped unexpectedly: it exited with code 137' });
+    expect(await eventTypes(g, 'demo~a')).toContain('sandbox.died');
+    expect((await g.list()).capacity).toMatchObject({ running: 0, cap: 1 });
+    await g.start('demo~a');
+    expect(await g.get('demo~a')).toMatchObject({ state: 'running', failureReason: null });
+  });
+
+  it('leaves a workspace Grove stopped itself alone', async () => {
+    const g = await withProject();
+    await g.reconcile();
+    await g.fork({ project: 'demo', name: 'b' });
+    await g.stop('demo~b');
+    await driver.kill('demo~b', 0); // a late death notice for the stop
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await g.get('demo~b')).toMatchObject({ state: 'stopped', failureReason: null });
+    expect(await eventTypes(g, 'demo~b')).not.toContain('sandbox.died');
+  });
+});
+
 describe('reconcile', () => {
   it('repairs rows, containers, worktrees and locks after a crash', async () => {
     const g1 = await withProject({ maxRunning: 8 });

@@ -21,7 +21,7 @@ import type { ProjectConfig, UndoResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
-import type { SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
+import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import { canChown, chownTree, ensureDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
 import {
@@ -119,6 +119,12 @@ function validSource(source: unknown): string {
   return existsSync(source) ? resolve(source) : source;
 }
 
+/** "exited with code 137 (out of memory)": how a dead sandbox ended, for reasons users read. */
+function exitSummary(info: { exitCode: number | null; oomKilled?: boolean }): string {
+  const code = info.exitCode === null ? '' : ` with code ${info.exitCode}`;
+  return `exited${code}${info.oomKilled ? ' (out of memory)' : ''}`;
+}
+
 class GroveImpl implements Grove {
   private readonly store: Store;
   private readonly lock: RepoLock;
@@ -133,6 +139,8 @@ class GroveImpl implements Grove {
   /** host.sock (after-turn hook) and provider.sock (credential relay) of every workspace with a container. */
   private readonly host: HostServices;
   private readonly guard: TurnGuard;
+  /** Stops following the engine's sandbox events; set once reconcile has run. */
+  private unwatch: (() => void) | null = null;
   /** The egress gate of every workspace with a container, in this process. */
   private readonly gates: EgressGates;
   private closed = false;
@@ -210,7 +218,7 @@ class GroveImpl implements Grove {
     return toWorkspace(row);
   }
 
-  async events(query: { slug?: string; after?: number; limit?: number } = {}): Promise<GroveEvent[]> {
+  async events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {
     if (query.slug !== undefined) validSlug(query.slug);
     return this.store.events(query);
   }
@@ -597,12 +605,11 @@ class GroveImpl implements Grove {
 
   // ---- egress ----
 
-  /** The project default: the configured rules plus the API host of the project's agent provider. */
+  /** The project default: the server's rules plus the project's own (`egress` in its config). */
   private async defaultPolicy(project: string): Promise<EgressPolicy> {
-    // An unreadable config is refused at fork and start; here it only means "no project agent".
+    // An unreadable config is refused at fork and start; here it only means "no project rules".
     const config = await readProjectConfig(this.paths.projectConfig(project)).catch((): ProjectConfig => ({}));
-    const provider = config.agent?.provider ?? this.opts.sandboxEnv?.GROVE_PROVIDER;
-    return defaultPolicy({ provider, rules: this.opts.egress?.defaultRules });
+    return defaultPolicy({ server: this.opts.egress?.defaultRules, project: config.egress?.rules });
   }
 
   private async policyOf(row: WorkspaceRow): Promise<EgressPolicy> {
@@ -687,6 +694,11 @@ class GroveImpl implements Grove {
   async reconcile(): Promise<void> {
     this.assertOpen();
     const t0 = Date.now();
+    // Follow sandbox deaths before listing, so one that dies during the reconcile is not missed.
+    this.unwatch ??= this.opts.driver.watch(
+      (e) => void this.onSandboxEvent(e),
+      (err) => this.log.warn({ err }, `lost the sandbox event stream, following it again: ${reasonOf(err)}`),
+    );
     const released = await this.lock.releaseStale();
     const containers = await this.opts.driver.list();
     const bySlug = new Map(containers.map((c) => [c.slug, c]));
@@ -720,6 +732,43 @@ class GroveImpl implements Grove {
     await this.reconcileGates();
     await this.reconcileHostServices();
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
+  }
+
+  /**
+   * A sandbox died on its own (crash, OOM kill of its backend, `docker kill`): mark the workspace
+   * stopped with the reason now, not at the next restart, and free its slot. Its worktree, branch and
+   * thread are untouched, so reopening it is the way back. Grove's own stop and teardown hold the
+   * slug's mutex while the container dies, so by the time this runs their row is no longer `running`.
+   */
+  private async onSandboxEvent(e: SandboxEvent): Promise<void> {
+    if (this.closed) return;
+    const { slug } = e;
+    try {
+      if (e.kind === 'oom') {
+        // A process hit the memory limit; the backend may have survived it (the common case: a test
+        // runner or build inside the sandbox). Recorded so the card and `grove logs` can say why.
+        const row = this.store.live(slug);
+        if (!row) return;
+        this.log.warn({ slug, limitBytes: this.limits.memoryBytes }, `a process in ${slug} was killed for memory`);
+        this.emit(slug, 'sandbox.oom', { workspaceId: row.id, limitBytes: this.limits.memoryBytes });
+        return;
+      }
+      await this.slugs.run(slug, async () => {
+        const row = this.store.live(slug);
+        if (!row || row.state !== 'running' || this.closed) return;
+        const info = await this.opts.driver.inspect(slug);
+        if (info?.running) return;
+        const reason = `the sandbox stopped unexpectedly: it ${exitSummary(info ?? e)}`;
+        await this.host.close(slug);
+        await this.gates.close(slug);
+        const done = this.store.update(row.id, { state: 'stopped', failureReason: reason }, 'running');
+        if (!done) return;
+        this.log.warn({ slug, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false }, reason);
+        this.emit(slug, 'sandbox.died', { workspaceId: row.id, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false, reason });
+      });
+    } catch (err) {
+      this.log.error({ err, slug }, `could not record the death of ${slug}'s sandbox: ${reasonOf(err)}`);
+    }
   }
 
   /** A gate for every running workspace (they do not survive a server restart), none for the others. */
@@ -769,7 +818,7 @@ class GroveImpl implements Grove {
       case 'running': {
         let why: string | null = null;
         if (!container) why = 'container missing';
-        else if (!container.running) why = `container exited${container.exitCode === null ? '' : ` with code ${container.exitCode}`}${container.oomKilled ? ' (out of memory)' : ''}`;
+        else if (!container.running) why = `container ${exitSummary(container)}`;
         else {
           const healthy = await this.pollHealth(slug, Math.min(this.healthTimeoutMs, 5_000));
           if (!healthy.ok) {
@@ -778,7 +827,7 @@ class GroveImpl implements Grove {
           }
         }
         if (!why) return false;
-        this.store.update(id, { state: 'stopped' }, 'running');
+        this.store.update(id, { state: 'stopped', failureReason: why }, 'running');
         this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'running', to: 'stopped', reason: why });
         return true;
       }
@@ -857,6 +906,7 @@ class GroveImpl implements Grove {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.unwatch?.();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
@@ -993,8 +1043,7 @@ class GroveImpl implements Grove {
         const info = await this.opts.driver.inspect(slug);
         if (!info) throw new StepFailure('the sandbox container disappeared while starting');
         if (!info.running) {
-          const code = info.exitCode === null ? '' : ` with code ${info.exitCode}`;
-          throw new StepFailure(`the sandbox exited${code}${info.oomKilled ? ' (out of memory)' : ''} before its backend answered /health${await this.lastLogs(slug)}`);
+          throw new StepFailure(`the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`);
         }
       }
       if (Date.now() >= deadline) {

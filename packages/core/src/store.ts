@@ -2,7 +2,7 @@ import { GroveError } from '@grove/contracts';
 import type { Capacity, GroveEvent, Workspace } from '@grove/contracts';
 import { events, projects, workspaces } from '@grove/db';
 import type { Db, EventRow, NewWorkspaceRow, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
-import { and, asc, count, desc, eq, gt, inArray } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, sql } from 'drizzle-orm';
 
 /** Registry queries over the db handle. Synchronous (better-sqlite3), so each call is atomic in-process. */
 
@@ -52,7 +52,29 @@ export function capacityError(c: Capacity): GroveError {
 }
 
 export class Store {
-  constructor(private readonly db: Db) {}
+  /**
+   * The queries on the proxy's hot path, compiled once: building a drizzle query and preparing a new
+   * SQLite statement on every proxied request cost about three quarters of the proxy's CPU
+   * (docs/benchmarks.md). better-sqlite3 runs them on the same connection, so inside a transaction too.
+   */
+  private readonly stmt;
+
+  constructor(private readonly db: Db) {
+    this.stmt = {
+      live: db
+        .select()
+        .from(workspaces)
+        .where(and(eq(workspaces.slug, sql.placeholder('slug')), inArray(workspaces.state, [...LIVE_STATES])))
+        .prepare(),
+      latest: db.select().from(workspaces).where(eq(workspaces.slug, sql.placeholder('slug'))).orderBy(desc(workspaces.id)).limit(1).prepare(),
+      byId: db.select().from(workspaces).where(eq(workspaces.id, sql.placeholder('id'))).prepare(),
+      touch: db
+        .update(workspaces)
+        .set({ lastActivityAt: sql`${sql.placeholder('at')}` })
+        .where(eq(workspaces.id, sql.placeholder('id')))
+        .prepare(),
+    };
+  }
 
   project(name: string): ProjectRow | undefined {
     return this.db.select().from(projects).where(eq(projects.name, name)).get();
@@ -68,20 +90,16 @@ export class Store {
     return this.project(row.name) ?? row;
   }
 
-  live(slug: string, q: Q = this.db): WorkspaceRow | undefined {
-    return q
-      .select()
-      .from(workspaces)
-      .where(and(eq(workspaces.slug, slug), inArray(workspaces.state, [...LIVE_STATES])))
-      .get();
+  live(slug: string): WorkspaceRow | undefined {
+    return this.stmt.live.get({ slug });
   }
 
   latest(slug: string): WorkspaceRow | undefined {
-    return this.db.select().from(workspaces).where(eq(workspaces.slug, slug)).orderBy(desc(workspaces.id)).limit(1).get();
+    return this.stmt.latest.get({ slug });
   }
 
   byId(id: number): WorkspaceRow | undefined {
-    return this.db.select().from(workspaces).where(eq(workspaces.id, id)).get();
+    return this.stmt.byId.get({ id });
   }
 
   rows(filter: { project?: string; states?: readonly WorkspaceStateValue[] } = {}): WorkspaceRow[] {
@@ -115,7 +133,7 @@ export class Store {
     try {
       return this.db.transaction(
         (tx) => {
-          if (this.live(values.slug, tx)) {
+          if (this.live(values.slug)) {
             throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
           }
           const c = this.capacity(cap, tx);
@@ -172,7 +190,7 @@ export class Store {
 
   /** Activity is not a state change: leave updated_at alone. */
   touch(id: number, at: string): void {
-    this.db.update(workspaces).set({ lastActivityAt: at }).where(eq(workspaces.id, id)).run();
+    this.stmt.touch.run({ id, at });
   }
 
   addEvent(slug: string, type: string, data: Record<string, unknown>): GroveEvent {

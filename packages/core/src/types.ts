@@ -77,7 +77,7 @@ export interface Grove {
    * it in the thread. 409 while a turn runs or when there is nothing to undo; workspace_stopped when stopped.
    */
   undo(slug: string): Promise<UndoResponse>;
-  events(query?: { slug?: string; after?: number; limit?: number }): Promise<GroveEvent[]>;
+  events(query?: { slug?: string; after?: number; limit?: number; type?: string }): Promise<GroveEvent[]>;
   /** The workspace's egress policy, whether it is the project default, and its latest decisions (newest first). */
   egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;
   /** Replace the workspace's egress policy (validated: invalid_input); applied at once to its running gate. */

@@ -9,9 +9,9 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isGroveError } from '@grove/contracts';
-import { createDockerDriver, containerName, demuxLogs, LABELS } from './docker.ts';
+import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent } from './docker.ts';
 import { SANDBOX_GID, SANDBOX_UID } from './types.ts';
-import type { SandboxSpec } from './types.ts';
+import type { SandboxEvent, SandboxSpec } from './types.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `t${randomBytes(4).toString('hex')}`;
@@ -268,6 +268,33 @@ describe('docker driver: lifecycle', () => {
     expect(again).toMatchObject({ id: before.id, running: true });
   });
 
+  it('watch() reports a sandbox killed from outside and a process killed at the memory limit, and only this instance', async () => {
+    await driver.ensure(fx.specs.b);
+    const seen: SandboxEvent[] = [];
+    const other: SandboxEvent[] = [];
+    const stop = driver.watch((e) => seen.push(e));
+    const stopOther = createDockerDriver({ instance: OTHER_INSTANCE }).watch((e) => other.push(e));
+    try {
+      await new Promise((r) => setTimeout(r, 300)); // the engine has the subscription
+      // A memory hog inside A: the kernel kills it at the 256 MiB limit; the backend lives on.
+      const hog = spawnSync('docker', ['exec', containerName(INSTANCE, 'proj~a'), 'node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
+      expect(hog.status).toBe(137);
+      execFileSync('docker', ['kill', '--signal', 'KILL', containerName(INSTANCE, 'proj~b')]);
+      const deadline = Date.now() + 10_000;
+      while (!(seen.some((e) => e.kind === 'died') && seen.some((e) => e.kind === 'oom')) && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(seen).toContainEqual({ slug: 'proj~b', kind: 'died', exitCode: 137 });
+      expect(seen).toContainEqual({ slug: 'proj~a', kind: 'oom', exitCode: null });
+      expect(other).toEqual([]);
+      expect((await driver.inspect('proj~a'))?.running).toBe(true);
+    } finally {
+      stop();
+      stopOther();
+    }
+    await driver.ensure(fx.specs.b);
+  });
+
   it('ensure() recreates a container made from a different spec', async () => {
     const before = await driver.ensure(fx.specs.b);
     const changed = { ...fx.specs.b, env: { ...fx.specs.b.env, EXTRA: '1' } };
@@ -339,6 +366,16 @@ describe('demuxLogs', () => {
 
   it('joins stdout and stderr frames in order', () => {
     expect(demuxLogs(Buffer.concat([frame(1, 'out\n'), frame(2, 'err\n'), frame(1, 'more')]))).toBe('out\nerr\nmore');
+  });
+
+  it('reads only container die and oom events that carry a valid slug', () => {
+    const ev = (o: object) => JSON.stringify({ Type: 'container', ...o });
+    expect(parseEngineEvent(ev({ Action: 'die', Actor: { Attributes: { [LABELS.slug]: 'p~a', exitCode: '137' } } }))).toEqual({ slug: 'p~a', kind: 'died', exitCode: 137 });
+    expect(parseEngineEvent(ev({ Action: 'oom', Actor: { Attributes: { [LABELS.slug]: 'p~a' } } }))).toEqual({ slug: 'p~a', kind: 'oom', exitCode: null });
+    expect(parseEngineEvent(ev({ Action: 'start', Actor: { Attributes: { [LABELS.slug]: 'p~a' } } }))).toBeNull();
+    expect(parseEngineEvent(ev({ Action: 'die', Actor: { Attributes: { [LABELS.slug]: '../etc' } } }))).toBeNull();
+    expect(parseEngineEvent(JSON.stringify({ Type: 'network', Action: 'die' }))).toBeNull();
+    expect(parseEngineEvent('not json')).toBeNull();
   });
 
   it('passes raw (TTY) output through', () => {

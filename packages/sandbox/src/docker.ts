@@ -5,7 +5,7 @@ import Docker from 'dockerode';
 import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
 import { GroveError, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
 import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
-import type { DockerDriverOptions, SandboxDriver, SandboxInfo, SandboxSpec } from './types.ts';
+import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from './types.ts';
 
 export const LABELS = {
   slug: 'grove.slug',
@@ -18,6 +18,8 @@ export const LABELS = {
 const DEFAULT_SOCKET = '/var/run/docker.sock';
 const STOP_TIMEOUT_S = 5;
 const DEFAULT_LOG_TAIL = 200;
+/** Pause before following the engine's events again after the stream broke. */
+const WATCH_RETRY_MS = 1_000;
 // Both tmpfs mounts count against the container's memory limit, so they stay small. `exec` is
 // explicit because Docker defaults tmpfs to noexec, which breaks compilers and test runners that
 // execute from /tmp, and buys nothing while the worktree itself is writable and executable.
@@ -196,7 +198,74 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
         throw e;
       }
     },
+
+    watch(onEvent, onError) {
+      let closed = false;
+      let stream: NodeJS.ReadableStream | null = null;
+      let retry: NodeJS.Timeout | null = null;
+      const again = (err: unknown) => {
+        stream = null;
+        if (closed) return;
+        if (err) onError?.(err);
+        retry = setTimeout(follow, WATCH_RETRY_MS);
+        retry.unref();
+      };
+      const follow = () => {
+        retry = null;
+        // The engine filters by label, so only this Grove home's sandboxes are reported.
+        const filters = { type: ['container' as const], event: ['die', 'oom'], label: [`${LABELS.instance}=${instance}`] };
+        docker.getEvents({ filters }).then(
+          (s) => {
+            if (closed) {
+              (s as unknown as { destroy?: () => void }).destroy?.();
+              return;
+            }
+            stream = s;
+            let buf = '';
+            s.on('data', (chunk: Buffer) => {
+              buf += chunk.toString('utf8');
+              let nl: number;
+              while ((nl = buf.indexOf('\n')) >= 0) {
+                const line = buf.slice(0, nl).trim();
+                buf = buf.slice(nl + 1);
+                const e = line ? parseEngineEvent(line) : null;
+                if (e) onEvent(e);
+              }
+            });
+            s.once('error', (err) => again(err));
+            s.once('end', () => again(null));
+          },
+          (err: unknown) => again(toUnavailable(err, socketPath) ?? err),
+        );
+      };
+      follow();
+      return () => {
+        closed = true;
+        if (retry) clearTimeout(retry);
+        (stream as unknown as { destroy?: () => void } | null)?.destroy?.();
+      };
+    },
   };
+}
+
+/** One line of the engine's event stream -> a SandboxEvent, or null for anything else. */
+export function parseEngineEvent(line: string): SandboxEvent | null {
+  let raw: { Type?: string; Action?: string; Actor?: { Attributes?: Record<string, string> } };
+  try {
+    raw = JSON.parse(line) as typeof raw;
+  } catch {
+    return null;
+  }
+  if (raw.Type !== 'container') return null;
+  const attrs = raw.Actor?.Attributes ?? {};
+  const slug = attrs[LABELS.slug];
+  if (!slug || !slugSchema.safeParse(slug).success) return null;
+  if (raw.Action === 'oom') return { slug, kind: 'oom', exitCode: null };
+  if (raw.Action === 'die') {
+    const code = Number(attrs.exitCode);
+    return { slug, kind: 'died', exitCode: Number.isInteger(code) ? code : null };
+  }
+  return null;
 }
 
 /** The full create request. Everything security-relevant is here, so the hash label covers it. */

@@ -37,6 +37,15 @@ export interface SandboxInfo {
   oomKilled: boolean;
 }
 
+/** Something happened to a sandbox that Grove did not ask for (or did: a stop also ends in `died`). */
+export interface SandboxEvent {
+  slug: string;
+  /** `died`: the container's main process exited; `oom`: the kernel killed a process in it for memory. */
+  kind: 'died' | 'oom';
+  /** Exit code of the main process, for `died`. */
+  exitCode: number | null;
+}
+
 export interface DockerDriverOptions {
   /**
    * Scopes every container to one Grove home: names are `grove-<instance>-<project>.<name>` and the
@@ -62,6 +71,12 @@ export interface SandboxDriver {
   list(): Promise<SandboxInfo[]>;
   /** The last lines of the container's output, for failure reasons and `grove logs`. */
   logs(slug: string, tail?: number): Promise<string>;
+  /**
+   * Follow this instance's sandboxes as they die or hit their memory limit, so core learns of a dead
+   * sandbox when it happens, not at the next restart. Reconnects after an engine hiccup; the returned
+   * function stops following.
+   */
+  watch(onEvent: (e: SandboxEvent) => void, onError?: (err: unknown) => void): () => void;
 }
 
 /** In-container paths, shared by the driver, the backend and the tests. */

@@ -5,7 +5,7 @@ import type { Server } from 'node:http';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { GroveError } from '@grove/contracts';
-import type { SandboxDriver, SandboxInfo, SandboxSpec } from '@grove/sandbox';
+import type { SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from '@grove/sandbox';
 
 export interface FakeContainer {
   id: string;
@@ -34,6 +34,7 @@ export class FakeDriver implements SandboxDriver {
   readonly calls: string[] = [];
   readonly behave: FakeBehaviour = { down: false, images: new Set(['grove-sandbox:test']), listen: true, crashWith: null, listenDelayMs: 0, agentSessionId: null };
   private seq = 0;
+  private readonly watchers = new Set<(e: SandboxEvent) => void>();
 
   private check(): void {
     if (this.behave.down) throw new GroveError('docker_unavailable', 'cannot reach the Docker engine (fake)');
@@ -138,6 +139,12 @@ export class FakeDriver implements SandboxDriver {
     if (!c) return;
     await this.halt(c);
     c.exitCode = code;
+    for (const w of this.watchers) w({ slug, kind: 'died', exitCode: code });
+  }
+
+  watch(onEvent: (e: SandboxEvent) => void): () => void {
+    this.watchers.add(onEvent);
+    return () => this.watchers.delete(onEvent);
   }
 
   async closeAll(): Promise<void> {
