@@ -426,37 +426,17 @@ class GateImpl implements Gate {
       this.writeRawDeny(client, d, host, port);
       return;
     }
-    let upstream: { socket: Socket; address: string };
-    try {
-      upstream = await this.open(verdict.addresses, port, client);
-    } catch (e) {
-      this.inUse--;
-      const reason = messageOf(e);
-      this.record({ method: 'CONNECT', host, port, verdict, started, address: verdict.addresses[0]?.text ?? null, status: 502, error: reason });
-      const d = deny(502, verdict.rule, `allowed, but the upstream could not be reached: ${reason}`, verdict.addresses[0]?.text ?? null);
-      this.writeRawDeny(client, d, host, port);
-      return;
-    }
+    const upstream = await this.openAllowed({ method: 'CONNECT', host, port, verdict, started, client }, (d) => this.writeRawDeny(client, d, host, port));
+    if (!upstream) return;
     const up = upstream.socket;
-    let finished = false;
-    const tunnel: Tunnel = {
-      host: parseHost(host),
-      port,
-      address: upstream.address,
-      kill: () => {
-        client.destroy();
-        up.destroy();
-      },
+    const kill = (): void => {
+      client.destroy();
+      up.destroy();
     };
-    const finish = (): void => {
-      if (finished) return;
-      finished = true;
-      this.inUse--;
-      this.tunnels.delete(tunnel);
-      tunnel.kill();
+    const finish = this.hold({ host, port, address: upstream.address, kill }, () => {
+      kill();
       this.record({ method: 'CONNECT', host, port, verdict, started, address: upstream.address, status: 200, bytesIn: up.bytesRead, bytesOut: up.bytesWritten });
-    };
-    this.tunnels.add(tunnel);
+    });
     up.on('error', () => undefined);
     client.on('close', finish);
     up.on('close', finish);
@@ -521,20 +501,12 @@ class GateImpl implements Gate {
       denyNow(deny(429, 'tunnel-limit', `this workspace already has ${this.o.maxTunnels} connections open`), host, port);
       return;
     }
-    const client = req.socket;
-    let upstream: { socket: Socket; address: string };
-    try {
-      upstream = await this.open(verdict.addresses, port, client);
-    } catch (e) {
-      this.inUse--;
-      const reason = messageOf(e);
-      this.record({ method: 'HTTP', host, port, verdict, started, address: verdict.addresses[0]?.text ?? null, status: 502, error: reason });
-      this.writeHttpDeny(res, deny(502, verdict.rule, `allowed, but the upstream could not be reached: ${reason}`), host, port);
+    const upstream = await this.openAllowed({ method: 'HTTP', host, port, verdict, started, client: req.socket }, (d) => {
+      this.writeHttpDeny(res, d, host, port);
       req.resume();
-      return;
-    }
+    });
+    if (!upstream) return;
     const sock = upstream.socket;
-    let finished = false;
     let status = 502;
     let error: string | undefined;
     const headers = forwardHeaders(req.headers);
@@ -542,28 +514,18 @@ class GateImpl implements Gate {
     // One upstream connection per request keeps the accounting (and the checked address) per decision.
     headers.connection = 'close';
     const up = httpRequest({ createConnection: () => sock, method: req.method, path, headers, setHost: false });
-    const tunnel: Tunnel = {
-      host: parseHost(host),
-      port,
-      address: upstream.address,
-      kill: () => {
-        up.destroy();
-        sock.destroy();
-        res.destroy();
-      },
+    const kill = (): void => {
+      up.destroy();
+      sock.destroy();
+      res.destroy();
     };
-    const finish = (): void => {
-      if (finished) return;
-      finished = true;
-      this.inUse--;
-      this.tunnels.delete(tunnel);
+    const finish = this.hold({ host, port, address: upstream.address, kill }, () => {
       sock.destroy();
       this.record({ method: 'HTTP', host, port, verdict, started, address: upstream.address, status, bytesIn: sock.bytesRead, bytesOut: sock.bytesWritten, error });
-    };
-    this.tunnels.add(tunnel);
+    });
     sock.setTimeout(this.o.idleTimeoutMs, () => {
       error = 'upstream idle timeout';
-      tunnel.kill();
+      kill();
     });
     up.on('response', (ur: IncomingMessage) => {
       status = ur.statusCode ?? 502;
@@ -578,6 +540,45 @@ class GateImpl implements Gate {
     });
     res.on('close', finish);
     req.pipe(up);
+  }
+
+  // ---- shared by CONNECT and plain HTTP ----
+
+  /**
+   * Connects to the address the verdict checked (never a second lookup). On failure the slot taken by
+   * reserve() is given back, the attempt is audited as a 502 and `refuse` answers the client.
+   */
+  private async openAllowed(
+    o: { method: 'CONNECT' | 'HTTP'; host: string; port: number; verdict: Allow; started: number; client: Socket },
+    refuse: (d: Deny) => void,
+  ): Promise<{ socket: Socket; address: string } | null> {
+    try {
+      return await this.open(o.verdict.addresses, o.port, o.client);
+    } catch (e) {
+      this.inUse--;
+      const reason = messageOf(e);
+      const address = o.verdict.addresses[0]?.text ?? null;
+      this.record({ method: o.method, host: o.host, port: o.port, verdict: o.verdict, started: o.started, address, status: 502, error: reason });
+      refuse(deny(502, o.verdict.rule, `allowed, but the upstream could not be reached: ${reason}`, address));
+      return null;
+    }
+  }
+
+  /**
+   * Registers an open connection so a policy change can cut it; the returned finish() runs `done`
+   * once, when either side closes, and frees the connection's slot.
+   */
+  private hold(o: { host: string; port: number; address: string; kill: () => void }, done: () => void): () => void {
+    const tunnel: Tunnel = { host: parseHost(o.host), port: o.port, address: o.address, kill: o.kill };
+    this.tunnels.add(tunnel);
+    let finished = false;
+    return () => {
+      if (finished) return;
+      finished = true;
+      this.inUse--;
+      this.tunnels.delete(tunnel);
+      done();
+    };
   }
 
   // ---- replies and audit ----
