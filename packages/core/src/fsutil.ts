@@ -11,15 +11,25 @@ export function canChown(): boolean {
   return process.getuid?.() === 0;
 }
 
-/** chown -R without following symlinks (a worktree may contain links pointing anywhere). */
-export async function chownTree(path: string, uid: number, gid: number): Promise<void> {
+/**
+ * chown -R without following symlinks (a worktree may contain links pointing anywhere). Takes several
+ * trees so a fork pays for one process, not one per directory.
+ */
+export async function chownTree(paths: string | readonly string[], uid: number, gid: number): Promise<void> {
   if (!canChown()) return;
-  await run('chown', ['-R', '-h', `${uid}:${gid}`, '--', path]);
+  const list = typeof paths === 'string' ? [paths] : paths;
+  if (list.length === 0) return;
+  await run('chown', ['-R', '-h', `${uid}:${gid}`, '--', ...list]);
+}
+
+/** mkdir -p each, then hand them all to `owner` with one chown. */
+export async function ensureDirs(paths: readonly string[], owner?: { uid: number; gid: number }): Promise<void> {
+  for (const p of paths) await mkdir(p, { recursive: true });
+  if (owner) await chownTree(paths, owner.uid, owner.gid);
 }
 
 export async function ensureDir(path: string, owner?: { uid: number; gid: number }): Promise<void> {
-  await mkdir(path, { recursive: true });
-  if (owner) await chownTree(path, owner.uid, owner.gid);
+  await ensureDirs([path], owner);
 }
 
 export async function isNonEmptyDir(path: string): Promise<boolean> {

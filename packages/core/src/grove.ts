@@ -23,7 +23,7 @@ import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
 import {
   cloneBare,
   defaultBranch as readDefaultBranch,
@@ -362,8 +362,7 @@ class GroveImpl implements Grove {
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
         await clearSnapshots({ repo, slug });
-        await chownTree(path, OWNER.uid, OWNER.gid);
-        await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
+        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
         return { ...r, baseCommit };
       });
       this.emit(slug, 'workspace.prepared', {
@@ -494,8 +493,7 @@ class GroveImpl implements Grove {
       const wt = await this.lock.withLock(project, async () => {
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef, beforeRemove: () => this.saveBeforeRemoval(row, 'start') });
         // Host-side git may have written root-owned files since the last start.
-        await chownTree(path, OWNER.uid, OWNER.gid);
-        await chownTree(r.adminDir, OWNER.uid, OWNER.gid);
+        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
         return r;
       });
       if (!wt.reused) this.log.warn({ slug, branch: row.branch, createdBranch: wt.createdBranch }, 'worktree was missing; re-added it on start');
@@ -956,9 +954,7 @@ class GroveImpl implements Grove {
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
     // A new workspace never inherits a thread or agent state left under its slug by an earlier one.
     if (o.fresh) await this.archive(slug, ['thread', 'state']);
-    await ensureDir(this.paths.run(slug), OWNER);
-    await ensureDir(this.paths.thread(slug), OWNER);
-    await ensureDir(this.paths.state(slug), OWNER);
+    await ensureDirs([this.paths.run(slug), this.paths.thread(slug), this.paths.state(slug)], OWNER);
   }
 
   /**
