@@ -87,7 +87,7 @@ export function CardNetwork({ slug, name }: { slug: string; name: string }) {
         <ul className="card-denials" aria-label={`Recent denials of ${name}`}>
           {denials.map((d) => (
             <li key={d.id} title={d.reason}>
-              <span aria-hidden="true">⛔</span> <span className="branch">{d.target}</span> <span className="card-denial-rule">{d.rule}</span>
+              <span className="card-denial-tag">Denied</span> <span className="branch">{d.target}</span> <span className="card-denial-rule">{d.rule}</span>
               {d.count > 1 ? ` ×${d.count}` : ''}{' '}
               <time dateTime={d.at} title={new Date(d.at).toLocaleString()}>
                 {relativeTime(d.at)}

@@ -2,7 +2,7 @@
 'use client';
 
 import { useCallback, useEffect, useState } from 'react';
-import type { ListeningPort } from '@grove/contracts';
+import { PROVIDER_RELAY_PORT, type ListeningPort } from '@grove/contracts';
 import { api, messageOf, previewPath } from '../lib/api.ts';
 import { Spinner } from './ui.tsx';
 
@@ -15,7 +15,9 @@ export function PortsList({ slug, running }: { slug: string; running: boolean })
     setLoad({ kind: 'loading' });
     try {
       const { ports } = await api.ports(slug);
-      setLoad({ kind: 'ready', ports: ports.filter((p) => p.preview) });
+      // The credential relay listens in every sandbox on PROVIDER_RELAY_PORT; sandboxes built before the backend
+      // reserved it still report it as previewable. It is Grove's, not the agent's.
+      setLoad({ kind: 'ready', ports: ports.filter((p) => p.preview && p.port !== PROVIDER_RELAY_PORT) });
     } catch (e) {
       setLoad({ kind: 'error', message: messageOf(e) });
     }
