@@ -12,6 +12,7 @@ import {
   restoreRequestSchema,
   slugSchema,
   egressPolicySchema,
+  type EgressResetResponse,
   type EgressResponse,
   type ErrorCode,
   type EventsResponse,
@@ -21,7 +22,7 @@ import {
   type WorkspaceResponse,
 } from '@grove/contracts';
 import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
-import type { ProjectConfigResponse, UndoResponse } from '@grove/contracts';
+import type { ProjectConfigResponse, TeardownPreview, UndoResponse } from '@grove/contracts';
 import { z } from 'zod';
 import { errorPayload } from './errors.ts';
 
@@ -109,6 +110,8 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
 
   // Work saved from a workspace's worktree before it was removed (refs/grove/<slug>/teardown/<n>), and bringing
   // it back as a new workspace. The slug may be gone: saved work outlives it.
+  // What a teardown would keep (branch, recovery ref for uncommitted work) and remove, for the confirmation dialog.
+  app.get('/api/workspaces/:slug/teardown-preview', async (c) => c.json((await grove.teardownPreview(slugParam(c))) satisfies TeardownPreview));
   app.get('/api/workspaces/:slug/saved', async (c) => c.json({ saved: await grove.savedWork(slugParam(c)) } satisfies SavedWorkResponse));
   app.post('/api/workspaces/:slug/restore', async (c) => {
     const q = parseOrThrow(forkQuerySchema, c.req.query(), { what: 'query' });
@@ -129,6 +132,8 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const policy = parseOrThrow(egressPolicySchema, await readJson(c), { what: 'egress policy' });
     return c.json({ policy: await grove.setEgressPolicy(slug, policy) });
   });
+  // Reset: drop the workspace's own policy, back to the project default (source "default"); recorded as egress.policy.
+  app.delete('/api/workspaces/:slug/egress', async (c) => c.json({ policy: await grove.resetEgressPolicy(slugParam(c)), source: 'default' } satisfies EgressResetResponse));
 
   // Undo the last turn that changed files (repeatable): files back to before it, a marker in the thread.
   app.post('/api/workspaces/:slug/undo', async (c) => c.json((await grove.undo(slugParam(c))) satisfies UndoResponse));

@@ -1,4 +1,4 @@
-// GET/PUT /api/workspaces/:slug/egress: the routes' validation and shapes, over an in-memory registry
+// GET/PUT/DELETE /api/workspaces/:slug/egress: the routes' validation and shapes, over an in-memory registry
 // (the policy's effect on a real gate is tested in packages/core and e2e/egress.test.ts).
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
@@ -21,7 +21,7 @@ function known(slug: string): void {
   if (!policies.has(slug)) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
 }
 
-// Only the two egress methods are reached by these routes.
+// Only the egress methods are reached by these routes.
 const grove = {
   egress: async (slug: string, opts?: { limit?: number }) => {
     known(slug);
@@ -34,6 +34,11 @@ const grove = {
     const p = egressPolicySchema.parse(input);
     policies.set(slug, p);
     return p;
+  },
+  resetEgressPolicy: async (slug: string) => {
+    known(slug);
+    policies.set(slug, null);
+    return { rules: [] };
   },
 } as unknown as Grove;
 
@@ -57,6 +62,17 @@ describe('egress API', () => {
     expect(await r.json()).toEqual({ policy: { rules: [{ host: 'api.example.com', ports: [443] }, { host: '*.pkg.example', ports: [443] }] } });
     const after = egressResponseSchema.parse(await (await app.request('/api/workspaces/demo/egress')).json());
     expect(after.source).toBe('workspace');
+  });
+
+  it('DELETE resets to the project default and answers it', async () => {
+    expect((await put('demo', { rules: [{ host: 'a.example', ports: [443] }] })).status).toBe(200);
+    const r = await app.request('/api/workspaces/demo/egress', { method: 'DELETE' });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ policy: { rules: [] }, source: 'default' });
+    const after = egressResponseSchema.parse(await (await app.request('/api/workspaces/demo/egress')).json());
+    expect(after.source).toBe('default');
+    expect((await app.request('/api/workspaces/nope/egress', { method: 'DELETE' })).status).toBe(404);
+    expect((await app.request('/api/workspaces/..%2Fx/egress', { method: 'DELETE' })).status).toBe(422);
   });
 
   it.each([

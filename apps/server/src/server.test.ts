@@ -58,6 +58,16 @@ const grove: Grove = {
   },
   egress: async () => ({ policy: { rules: [] }, source: 'default', decisions: [] }), // egress routes: egress-api.test.ts
   setEgressPolicy: async () => ({ rules: [] }),
+  resetEgressPolicy: async () => ({ rules: [] }),
+  teardownPreview: async (slug) => ({
+    slug,
+    branch: `grove/${slug}`,
+    baseRef: 'main',
+    commitsAhead: 0,
+    uncommitted: { total: 0, files: [] },
+    recoveryRef: null,
+    removes: { sandbox: true, worktree: true },
+  }),
   events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
   onEvent: (l) => {
     listeners.add(l);

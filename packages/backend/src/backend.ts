@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import {
   GROVE_LINE_PROVIDER,
   GroveError,
+  PROVIDER_RELAY_PORT,
   holdRequestSchema,
   noteRequestSchema,
   parseOrThrow,
@@ -74,6 +75,8 @@ export interface BackendOptions {
   previewPorts?: readonly PortRange[];
   /** The egress relay's port (default 3128): the backend's own, so never previewed. */
   egressPort?: number;
+  /** The credential relay's port (default PROVIDER_RELAY_PORT, 3129): the backend's own too, never previewed. */
+  providerRelayPort?: number;
 }
 
 export interface Backend {
@@ -123,7 +126,7 @@ export function createBackend(options: BackendOptions): Backend {
   const hub = new StreamHub({ logger, hello: () => ({ type: 'hello', lastSeq: store?.lastSeq() ?? -1, busy: busyTurn !== null }) });
   const preview = createPreview({
     allow: options.previewPorts ?? DEFAULT_PREVIEW_PORTS,
-    reserved: new Set([options.egressPort ?? 3128]),
+    reserved: new Set([options.egressPort ?? 3128, options.providerRelayPort ?? PROVIDER_RELAY_PORT]),
     slug: options.slug,
     logger,
   });

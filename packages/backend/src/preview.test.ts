@@ -116,6 +116,7 @@ describe('preview', () => {
     for (const [port, code, status] of [
       ['80', 'port_not_allowed', 403],
       ['3128', 'port_not_allowed', 403],
+      ['3129', 'port_not_allowed', 403],
       ['65536', 'invalid_input', 422],
       ['0', 'invalid_input', 422],
       ['abc', 'invalid_input', 422],

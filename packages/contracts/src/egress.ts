@@ -156,3 +156,7 @@ export const egressResponseSchema = z.object({
   decisions: z.array(eventSchema),
 });
 export type EgressResponse = z.infer<typeof egressResponseSchema>;
+
+/** DELETE /api/workspaces/:slug/egress: the workspace is back on the project default, which this is. */
+export const egressResetResponseSchema = egressResponseSchema.pick({ policy: true, source: true });
+export type EgressResetResponse = z.infer<typeof egressResetResponseSchema>;

@@ -13,6 +13,7 @@ import {
   isBareRepo,
   listRecoveryRefs,
   listWorktrees,
+  pendingWork,
   removeWorktree,
   resolveCommit,
   saveWork,
@@ -212,6 +213,37 @@ describe('saving work before removal', () => {
     expect(await listRecoveryRefs(repo, 'demo~save')).toEqual([]);
     writeFileSync(join(path, 'three.txt'), '3');
     expect((await saveWork(repo, { slug: 'demo', worktree: path, parent: null, message: 'm' }))?.ref).toBe('refs/grove/demo/teardown/1');
+  });
+
+  it('pendingWork lists what saveWork would save, and the ref it would use, without writing one', async () => {
+    const path = await worktree('save-d');
+    const o = { slug: 'demo~save-d', worktree: path, parent: 'refs/heads/grove/save-d', limit: 2 };
+    expect(await pendingWork(repo, o)).toEqual({ files: [], total: 0, ref: null });
+    writeFileSync(join(path, 'README.md'), 'changed\n');
+    writeFileSync(join(path, 'staged.txt'), 's');
+    git(path, 'add', 'staged.txt');
+    writeFileSync(join(path, 'new.txt'), 'n');
+    writeFileSync(join(path, '.gitignore'), '*.log\n');
+    writeFileSync(join(path, 'noise.log'), 'ignored');
+    rmSync(join(path, 'app.txt'));
+    const all = await pendingWork(repo, { ...o, limit: 50 });
+    expect(all.files).toEqual([
+      { status: 'added', path: '.gitignore' },
+      { status: 'modified', path: 'README.md' },
+      { status: 'deleted', path: 'app.txt' },
+      { status: 'added', path: 'new.txt' },
+      { status: 'added', path: 'staged.txt' },
+    ]);
+    expect(all).toMatchObject({ total: 5, ref: 'refs/grove/demo+save-d/teardown/1' });
+    // The limit cuts the list, not the count; nothing was written.
+    expect(await pendingWork(repo, o)).toMatchObject({ total: 5, files: [{ path: '.gitignore' }, { path: 'README.md' }] });
+    expect(await listRecoveryRefs(repo, 'demo~save-d')).toEqual([]);
+    // Once saved, the same work names the ref that already holds it; more work names the next one.
+    const saved = await saveWork(repo, { ...o, message: 'm' });
+    expect((await pendingWork(repo, o)).ref).toBe(saved?.ref);
+    writeFileSync(join(path, 'more.txt'), 'm');
+    expect(await pendingWork(repo, o)).toMatchObject({ total: 6, ref: 'refs/grove/demo+save-d/teardown/2' });
+    expect(await pendingWork(repo, { ...o, worktree: join(tmp, 'nowhere') })).toEqual({ files: [], total: 0, ref: null });
   });
 
   it('ignores a .git file the sandbox rewrote: the snapshot uses the bare repository, not what the worktree points at', async () => {

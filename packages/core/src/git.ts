@@ -331,3 +331,47 @@ export async function saveWork(repo: string, o: { slug: string; worktree: string
   await raw(repo, ['update-ref', '-m', 'grove: save work', ref, commit, '0'.repeat(commit.length)], `writing ${ref}`);
   return { ref, commit, reused: false };
 }
+
+export interface PendingWork {
+  /** Paths that differ from parent, sorted as git lists them; at most `limit` of them. */
+  files: Array<{ status: 'added' | 'modified' | 'deleted' | 'type-changed'; path: string }>;
+  total: number;
+  /** Where saveWork would put it now: the newest recovery ref when it already holds this work, else the next one. */
+  ref: string | null;
+}
+
+const CHANGE_STATUS = { A: 'added', M: 'modified', D: 'deleted', T: 'type-changed' } as const;
+
+/**
+ * What saveWork would save right now, without writing a ref: the same snapshot (so the answer matches the
+ * teardown that follows), compared with parent. Like saveWork it never runs git inside the worktree, so
+ * nothing the sandbox planted there is followed. The snapshot writes the changed files' blobs into the
+ * object store (unreferenced until a teardown saves them; gc removes them otherwise). Call under the
+ * repository lock.
+ */
+export async function pendingWork(repo: string, o: { slug: string; worktree: string; parent: string | null; limit: number }): Promise<PendingWork> {
+  if (!existsSync(o.worktree)) return { files: [], total: 0, ref: null };
+  const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
+  const tree = await snapshotTree(repo, o.worktree, tip);
+  const out = tip
+    ? await raw(repo, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', tip, tree], 'listing the uncommitted changes')
+    : await raw(repo, ['ls-tree', '-r', '-z', '--name-only', tree], 'listing the uncommitted files');
+  const parts = out.split('\0').filter((p) => p !== '');
+  const files: PendingWork['files'] = [];
+  let total = 0;
+  for (let i = 0; i < parts.length; ) {
+    // diff-tree -z: status, then path; ls-tree --name-only: path alone (everything is new without a parent).
+    const letter = tip ? (parts[i++] ?? '') : 'A';
+    const path = parts[i++] ?? '';
+    const status = CHANGE_STATUS[letter.charAt(0) as keyof typeof CHANGE_STATUS] ?? 'modified';
+    total++;
+    if (files.length < o.limit) files.push({ status, path });
+  }
+  if (total === 0) return { files, total, ref: null };
+  const last = (await listRecoveryRefs(repo, o.slug)).at(-1);
+  if (last) {
+    const info = await commitInfo(repo, last.commit);
+    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { files, total, ref: last.ref };
+  }
+  return { files, total, ref: recoveryRef(o.slug, (last?.n ?? 0) + 1) };
+}

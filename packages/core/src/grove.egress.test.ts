@@ -174,6 +174,24 @@ describe('egress in the lifecycle', () => {
     expect(denied.status).toBe(403);
   });
 
+  it('resets to the project default: stored policy dropped, applied live, recorded as egress.policy', async () => {
+    const g = await withWorkspace({ egress: { connect, resolver: async () => ['127.0.0.1'], defaultRules: [{ host: 'pkg.example', ports: [443] }] } });
+    await g.setEgressPolicy('demo~feat', { rules: [{ host: '127.0.0.1', ports: [upPort] }] });
+    expect((await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`)).text).toContain('upstream-ok');
+
+    expect(await g.resetEgressPolicy('demo~feat')).toEqual({ rules: [{ host: 'pkg.example', ports: [443] }] });
+    expect(await g.egress('demo~feat')).toMatchObject({ source: 'default', policy: { rules: [{ host: 'pkg.example', ports: [443] }] } });
+    // The running gate follows at once.
+    expect((await through(gateOf('demo~feat'), `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n`)).status).toBe(403);
+    const reset = (await egressEvents(g, 'demo~feat')).filter((e) => e.type === 'egress.policy').at(-1);
+    expect(reset?.data).toMatchObject({ before: [{ host: '127.0.0.1', ports: [upPort] }], after: [{ host: 'pkg.example', ports: [443] }], applied: true, reset: true });
+    // A default follows the project's configuration afterwards (it is not a copy frozen at reset).
+    await g.setProjectConfig('demo', { agent: { provider: 'claude' } });
+    expect((await g.egress('demo~feat')).policy.rules).toContainEqual({ host: 'api.anthropic.com', ports: [443] });
+    const missing = await g.resetEgressPolicy('demo~nope').catch((e: unknown) => e);
+    expect(isGroveError(missing) && missing.code).toBe('workspace_not_found');
+  });
+
   it('refuses an invalid policy with the rule that failed, and unknown workspaces', async () => {
     const g = await withWorkspace();
     const bad = await g.setEgressPolicy('demo~feat', { rules: [{ host: '*.com', ports: [443] }] }).catch((e: unknown) => e);

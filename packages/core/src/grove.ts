@@ -17,7 +17,8 @@ import {
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
-import type { ProjectConfig, UndoResponse } from '@grove/contracts';
+import type { ProjectConfig, TeardownPreview, UndoResponse } from '@grove/contracts';
+import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -27,12 +28,14 @@ import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sl
 import {
   cloneBare,
   defaultBranch as readDefaultBranch,
+  commitsBeyond,
   deleteBranchIfEmpty,
   ensureWorktree,
   freshBranch,
   isBareRepo,
   listRecoveryRefs,
   listWorktrees,
+  pendingWork,
   prune,
   removeWorktree,
   resolveCommit,
@@ -579,6 +582,28 @@ class GroveImpl implements Grove {
     return toWorkspace(gone);
   }
 
+  /** What a teardown of slug would keep and remove, read now (the confirmation dialog asks before it tears down). */
+  async teardownPreview(slug: string): Promise<TeardownPreview> {
+    validSlug(slug);
+    const row = this.store.live(slug) ?? this.store.latest(slug);
+    if (!row || row.state === 'gone') throw notFound(slug);
+    const repo = this.paths.repo(row.project);
+    const worktree = this.paths.worktree(row.project, row.name);
+    // Under the repository lock, like the save itself: the snapshot's temporary index and objects stay out of a git write's way.
+    const pending = await this.lock.withLock(row.project, () =>
+      pendingWork(repo, { slug, worktree, parent: `refs/heads/${row.branch}`, limit: TEARDOWN_PREVIEW_MAX_FILES }),
+    );
+    return {
+      slug,
+      branch: row.branch,
+      baseRef: row.baseRef,
+      commitsAhead: await commitsBeyond(repo, row.branch, row.baseRef),
+      uncommitted: { total: pending.total, files: pending.files },
+      recoveryRef: pending.ref,
+      removes: { sandbox: row.containerId !== null || row.state === 'running' || row.state === 'stopped', worktree: existsSync(worktree) },
+    };
+  }
+
   /**
    * Save what a worktree holds beyond its branch (or `parent`) to the slug's next recovery ref before it is
    * removed, and record it (workspace.saved). Call under the project's repository lock. Throws when the work
@@ -635,6 +660,22 @@ class GroveImpl implements Grove {
       this.store.update(cur.id, { egressPolicy: policy });
       await this.gates.setPolicy(slug, policy);
       this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
+      return policy;
+    });
+  }
+
+  /** Back to the project default (which then follows the server's and the project's configuration), applied at once. */
+  async resetEgressPolicy(slug: string): Promise<EgressPolicy> {
+    this.assertOpen();
+    const row = this.requireLive(slug);
+    return this.slugs.run(slug, async () => {
+      const cur = this.store.byId(row.id);
+      if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
+      const before = await this.policyOf(cur);
+      const policy = await this.defaultPolicy(cur.project);
+      this.store.update(cur.id, { egressPolicy: null });
+      await this.gates.setPolicy(slug, policy);
+      this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug), reset: true });
       return policy;
     });
   }

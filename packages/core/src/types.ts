@@ -1,6 +1,6 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
-import type { ProjectConfig, ProjectConfigInput, UndoResponse } from '@grove/contracts';
+import type { ProjectConfig, ProjectConfigInput, TeardownPreview, UndoResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -82,6 +82,10 @@ export interface Grove {
   egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;
   /** Replace the workspace's egress policy (validated: invalid_input); applied at once to its running gate. */
   setEgressPolicy(slug: string, policy: unknown): Promise<EgressPolicy>;
+  /** Drop the workspace's own policy: back to the project default, applied at once; records an egress.policy event. */
+  resetEgressPolicy(slug: string): Promise<EgressPolicy>;
+  /** What a teardown would keep (branch, recovery ref for the uncommitted work) and remove, read now on the host. */
+  teardownPreview(slug: string): Promise<TeardownPreview>;
   /** Subscribe to audit events as they are written (live UI). Returns an unsubscribe function. */
   onEvent(listener: (e: GroveEvent) => void): () => void;
   /**

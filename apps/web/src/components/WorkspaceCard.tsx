@@ -1,19 +1,16 @@
-// One workspace in the engineer view: name, branch, state, last activity, and stop / reopen / tear down.
+// One workspace in the engineer view: name, branch, state, last activity, network, and stop / reopen / tear down.
 'use client';
 
 import Link from 'next/link';
 import { useState } from 'react';
 import type { Workspace } from '@grove/contracts';
-import { api, messageOf } from '../lib/api.ts';
 import { workspaceHref } from '../lib/capacity.ts';
 import { relativeTime } from '../lib/time.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
-import { useElapsed } from '../lib/use-elapsed.ts';
-import { ConfirmDialog } from './Dialog.tsx';
+import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
-import { Spinner, StateBadge } from './ui.tsx';
-
-type Action = 'stop' | 'start' | 'teardown';
+import { StateBadge } from './ui.tsx';
+import { WorkspaceActions } from './WorkspaceActions.tsx';
 
 interface CardProps {
   workspace: Workspace;
@@ -23,38 +20,14 @@ interface CardProps {
 }
 
 export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps) {
-  const [busy, setBusy] = useState<Action | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const [confirming, setConfirming] = useState(false);
-  const elapsed = useElapsed(busy !== null);
+  const [busy, setBusy] = useState(false);
   const last = w.lastActivityAt ?? w.updatedAt;
   const title = w.isDefault ? w.project : w.name;
-
-  const run = async (action: Action) => {
-    setBusy(action);
-    setError(null);
-    try {
-      if (action === 'stop') await api.stop(w.slug);
-      else if (action === 'start') await api.start(w.slug);
-      else await api.teardown(w.slug);
-      setConfirming(false);
-    } catch (e) {
-      setError(messageOf(e));
-    } finally {
-      setBusy(null);
-      onChanged();
-    }
-  };
-
-  // Only a stopped workspace reopens; the server refuses a failed one (tear down and fork again).
-  const canReopen = w.state === 'stopped';
-  // The default workspace is the non-engineers' conversation; it is stopped, never torn down, from here.
-  const canTeardown = !w.isDefault && (w.state === 'running' || w.state === 'stopped' || w.state === 'failed');
-  const reopenBlocked = canReopen && fullReason !== null;
-  const reasonId = `cap-${w.slug}`;
+  // The gate exists from fork to teardown; a failed or gone workspace has no policy to show.
+  const hasNetwork = w.state === 'running' || w.state === 'stopped';
 
   return (
-    <li className="card" aria-busy={busy !== null}>
+    <li className="card" aria-busy={busy}>
       <div className="card-head">
         <h3 className="card-title">
           <Link href={workspaceHref(w)}>
@@ -81,62 +54,12 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
           </time>
         </dd>
       </dl>
+      {hasNetwork ? <CardNetwork slug={w.slug} name={title} /> : null}
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {w.state === 'failed' && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
-      {error ? (
-        <p className="card-error" role="alert">
-          {error}
-        </p>
-      ) : null}
       <div className="card-actions">
-        {w.state === 'running' ? (
-          <button className="btn btn-small" onClick={() => void run('stop')} disabled={busy !== null}>
-            {busy === 'stop' ? <Spinner /> : null}
-            {busy === 'stop' ? `Stopping… ${elapsed} s` : 'Stop'}
-          </button>
-        ) : null}
-        {canReopen ? (
-          <button
-            className="btn btn-small btn-primary"
-            onClick={() => void run('start')}
-            disabled={busy !== null || reopenBlocked}
-            aria-describedby={reopenBlocked ? reasonId : undefined}
-            title={reopenBlocked ? (fullReason ?? undefined) : undefined}
-          >
-            {busy === 'start' ? <Spinner /> : null}
-            {busy === 'start' ? `Reopening… ${elapsed} s` : 'Reopen'}
-          </button>
-        ) : null}
-        {canTeardown ? (
-          <button className="btn btn-small btn-danger" onClick={() => setConfirming(true)} disabled={busy !== null}>
-            Tear down
-          </button>
-        ) : null}
-        {reopenBlocked ? (
-          <span id={reasonId} className="sr-only">
-            {fullReason}
-          </span>
-        ) : null}
+        <WorkspaceActions workspace={w} variant="card" fullReason={fullReason} errorClassName="card-error card-actions-error" onChanged={onChanged} onBusyChange={setBusy} />
       </div>
-      {confirming ? (
-        <ConfirmDialog
-          title={`Tear down ${w.name}?`}
-          confirmLabel="Tear down"
-          busyLabel={`Tearing down… ${elapsed} s`}
-          busy={busy === 'teardown'}
-          error={error}
-          danger
-          onConfirm={() => void run('teardown')}
-          onCancel={() => {
-            if (busy === null) setConfirming(false);
-          }}
-        >
-          <p>
-            Its sandbox stops and its checkout is removed. <strong>The branch <code>{w.branch}</code> is kept</strong> with everything committed on it, and the
-            conversation is archived.
-          </p>
-        </ConfirmDialog>
-      ) : null}
     </li>
   );
 }

@@ -1,13 +1,12 @@
-// One workspace in its tab: name, state and branch, stop / tear down / close, and its conversation.
+// One workspace in its tab: name, state and branch, stop / tear down / close, its listening ports, and its conversation.
 'use client';
 
 import { useCallback, useState } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
-import { api, messageOf } from '../lib/api.ts';
-import { useElapsed } from '../lib/use-elapsed.ts';
 import { Conversation } from './Conversation.tsx';
-import { ConfirmDialog } from './Dialog.tsx';
-import { Spinner, StateBadge } from './ui.tsx';
+import { PortsList } from './PortsList.tsx';
+import { StateBadge } from './ui.tsx';
+import { WorkspaceActions } from './WorkspaceActions.tsx';
 
 interface PaneProps {
   slug: string;
@@ -22,38 +21,15 @@ interface PaneProps {
   onClose: (slug: string) => void;
 }
 
-type Action = 'stop' | 'teardown';
-
 export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChange, onClose }: PaneProps) {
   const [workspace, setWorkspace] = useState<Workspace | null>(null);
   const [revision, setRevision] = useState(0);
-  const [busy, setBusy] = useState<Action | null>(null);
-  const [error, setError] = useState<string | null>(null);
-  const [confirming, setConfirming] = useState(false);
-  const elapsed = useElapsed(busy !== null);
   const { project, name } = parseSlug(slug);
   const title = name === 'default' ? project : name;
   const onWorkspace = useCallback((w: Workspace) => setWorkspace(w), []);
   const busyChange = useCallback((b: boolean) => onBusyChange(slug, b), [onBusyChange, slug]);
   const close = useCallback(() => onClose(slug), [onClose, slug]);
-
-  const run = async (action: Action) => {
-    setBusy(action);
-    setError(null);
-    try {
-      if (action === 'stop') await api.stop(slug);
-      else await api.teardown(slug);
-      setConfirming(false);
-    } catch (e) {
-      setError(messageOf(e));
-    } finally {
-      setBusy(null);
-      setRevision((n) => n + 1);
-    }
-  };
-
-  const state = workspace?.state;
-  const canTeardown = workspace !== null && !workspace.isDefault && (state === 'running' || state === 'stopped' || state === 'failed');
+  const changed = useCallback(() => setRevision((n) => n + 1), []);
 
   return (
     <>
@@ -72,17 +48,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
           </span>
         </div>
         <div className="pane-actions">
-          {state === 'running' ? (
-            <button className="btn btn-small" disabled={busy !== null} onClick={() => void run('stop')} title="Stop the sandbox; files, thread and agent session are kept">
-              {busy === 'stop' ? <Spinner /> : null}
-              {busy === 'stop' ? `Stopping… ${elapsed} s` : 'Stop workspace'}
-            </button>
-          ) : null}
-          {canTeardown ? (
-            <button className="btn btn-small btn-danger" disabled={busy !== null} onClick={() => setConfirming(true)}>
-              Tear down
-            </button>
-          ) : null}
+          {workspace ? <WorkspaceActions workspace={workspace} variant="pane" errorClassName="pane-error" onChanged={changed} /> : null}
           {canPin || pinned ? (
             <button
               className="btn btn-small pane-pin"
@@ -98,31 +64,8 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
           </button>
         </div>
       </div>
-      {error && !confirming ? (
-        <p className="thread-banner error-text" role="alert">
-          {error}
-        </p>
-      ) : null}
+      {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
       <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active} onBusyChange={busyChange} onCloseTab={close} />
-      {confirming && workspace ? (
-        <ConfirmDialog
-          title={`Tear down ${workspace.name}?`}
-          confirmLabel="Tear down"
-          busyLabel={`Tearing down… ${elapsed} s`}
-          busy={busy === 'teardown'}
-          error={error}
-          danger
-          onConfirm={() => void run('teardown')}
-          onCancel={() => {
-            if (busy === null) setConfirming(false);
-          }}
-        >
-          <p>
-            Its sandbox stops and its checkout is removed. <strong>The branch <code>{workspace.branch}</code> is kept</strong> with everything committed on it, and the
-            conversation is archived.
-          </p>
-        </ConfirmDialog>
-      ) : null}
     </>
   );
 }

@@ -2,12 +2,16 @@
 import {
   backendStatusSchema,
   cancelTurnResponseSchema,
+  egressResetResponseSchema,
+  egressResponseSchema,
   errorBodySchema,
   eventsResponseSchema,
   forkAcceptedResponseSchema,
   listWorkspacesResponseSchema,
+  portsResponseSchema,
   postMessageResponseSchema,
   projectSchema,
+  teardownPreviewSchema,
   threadResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
@@ -85,12 +89,20 @@ export const api = {
   stop: (slug: string) => request(`${one(slug)}/stop`, workspaceResponseSchema, { method: 'POST' }),
   start: (slug: string) => request(`${one(slug)}/start`, workspaceResponseSchema, { method: 'POST' }),
   teardown: (slug: string) => request(one(slug), workspaceResponseSchema, { method: 'DELETE' }),
+  /** What a teardown would keep (branch, recovery ref) and remove, read on the host now. */
+  teardownPreview: (slug: string) => request(`${one(slug)}/teardown-preview`, teardownPreviewSchema),
+  /** The egress policy, whether it is the project default, and the latest gate decisions (newest first). */
+  egress: (slug: string, limit = 20) => request(`${one(slug)}/egress?limit=${limit}`, egressResponseSchema),
+  /** Back to the project default policy. */
+  resetEgress: (slug: string) => request(`${one(slug)}/egress`, egressResetResponseSchema, { method: 'DELETE' }),
   /** Up to 1000 events of one workspace with id > after, oldest first. */
   events: (slug: string, after?: number) =>
     request(`/api/events?slug=${encodeURIComponent(slug)}&limit=1000${after === undefined ? '' : `&after=${after}`}`, eventsResponseSchema),
   thread: (slug: string) => request(`${ws(slug)}/thread`, threadResponseSchema),
   status: (slug: string) => request(`${ws(slug)}/status`, backendStatusSchema),
   postMessage: (slug: string, text: string) => request(`${ws(slug)}/messages`, postMessageResponseSchema, { method: 'POST', body: { text } }),
+  /** TCP ports listening inside the sandbox, and whether each may be previewed. */
+  ports: (slug: string) => request(`${ws(slug)}/ports`, portsResponseSchema),
   /** Stops the running turn (202); 409 invalid_state when it already ended. */
   cancelTurn: (slug: string) => request(`${ws(slug)}/turn/cancel`, cancelTurnResponseSchema, { method: 'POST' }),
 };
@@ -99,4 +111,9 @@ export const api = {
 export function streamUrl(slug: string): string {
   const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
   return `${proto}//${window.location.host}${ws(slug)}/stream`;
+}
+
+/** The stable preview address of a port in a workspace (the same across stop and reopen). */
+export function previewPath(slug: string, port: number): string {
+  return `${ws(slug)}/preview/${port}/`;
 }

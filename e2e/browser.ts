@@ -1,0 +1,35 @@
+// The browser side of the web e2e tests: Debian Chromium via playwright-core, signed in with the access link,
+// against a server that mounts this checkout's built dashboard.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { TOKEN } from './harness.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+/** Pass as GROVE_WEB_DIR so the server mounts the dashboard (it serves a fallback page without it). */
+export const WEB_DIR = path.join(root, 'apps/web');
+export const CHROMIUM = '/usr/bin/chromium';
+
+/** Fails with what to do when the dashboard is not built or Chromium is missing. */
+export function assertWebReady(): void {
+  if (!fs.existsSync(path.join(WEB_DIR, '.next', 'BUILD_ID'))) {
+    throw new Error('apps/web is not built: run `npm run build -w @grove/web` (or scripts/setup.sh) before the web e2e tests');
+  }
+  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium`);
+}
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+}
+
+/** A fresh context signed in through /login?token= (which sets the cookie and lands on the home page). */
+export async function signedIn(browser: Browser, base: string, width = 1280): Promise<Page> {
+  const ctx = await browser.newContext({ viewport: { width, height: width < 600 ? 844 : 800 } });
+  const page = await ctx.newPage();
+  await page.goto(`${base}/login?token=${TOKEN}`);
+  return page;
+}
