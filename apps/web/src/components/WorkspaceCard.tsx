@@ -56,7 +56,8 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
       </dl>
       {hasNetwork ? <CardNetwork slug={w.slug} name={title} /> : null}
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
-      {w.state === 'failed' && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
+      {/* A stopped workspace carries a reason only when it stopped on its own (crash, out of memory). */}
+      {(w.state === 'failed' || w.state === 'stopped') && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
       <div className="card-actions">
         <WorkspaceActions workspace={w} variant="card" fullReason={fullReason} errorClassName="card-error card-actions-error" onChanged={onChanged} onBusyChange={setBusy} />
       </div>
