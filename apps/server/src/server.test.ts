@@ -58,6 +58,10 @@ const grove: Grove = {
   },
   egress: async () => ({ policy: { rules: [] }, source: 'default', decisions: [] }), // egress routes: egress-api.test.ts
   setEgressPolicy: async () => ({ rules: [] }),
+  turns: async () => [], // turn routes: agents-api.test.ts
+  turnDiff: async () => {
+    throw new GroveError('not_found', 'no turn');
+  },
   events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
   onEvent: (l) => {
     listeners.add(l);
