@@ -413,7 +413,7 @@ function cappedGit(repo: string, args: string[], limitBytes: number, what: strin
   return new Promise((resolvePromise, reject) => {
     execFile(
       'git',
-      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', ...args],
+      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', '-c', 'core.quotePath=false', ...args],
       {
         cwd: repo,
         env: { PATH: CHILD_PATH, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', GIT_DIR: repo } as Record<string, string> as NodeJS.ProcessEnv,
