@@ -9,6 +9,9 @@ import {
   postMessageResponseSchema,
   projectSchema,
   threadResponseSchema,
+  turnDiffResponseSchema,
+  turnsResponseSchema,
+  undoResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
 } from '@grove/contracts';
@@ -93,6 +96,11 @@ export const api = {
   postMessage: (slug: string, text: string) => request(`${ws(slug)}/messages`, postMessageResponseSchema, { method: 'POST', body: { text } }),
   /** Stops the running turn (202); 409 invalid_state when it already ended. */
   cancelTurn: (slug: string) => request(`${ws(slug)}/turn/cancel`, cancelTurnResponseSchema, { method: 'POST' }),
+  /** The turns that changed files, newest first (works while the workspace is stopped). */
+  turns: (slug: string) => request(`${one(slug)}/turns`, turnsResponseSchema),
+  turnDiff: (slug: string, n: number) => request(`${one(slug)}/turns/${n}/diff`, turnDiffResponseSchema),
+  /** Puts the files back to before the last turn that changed them; 409 while a reply runs or when nothing is left. */
+  undo: (slug: string) => request(`${one(slug)}/undo`, undoResponseSchema, { method: 'POST' }),
 };
 
 /** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */
