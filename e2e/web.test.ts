@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TurnsResponse } from '@grove/contracts';
 import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -123,6 +124,90 @@ describe('dashboard', () => {
     await shot(phone, 'default-thread-390');
     await phone.context().close();
     await page.context().close();
+  });
+
+  it('a reply that changed a file shows "1 file changed" with its diff, puts back what is outside the allowed paths, and undoes', async () => {
+    const notes = path.join(home, 'worktrees', 'demo', 'default', 'notes.txt');
+    const page = await signedIn(1280);
+    await page.getByLabel('Message').waitFor();
+    const block = (text: string) => page.locator('.msg-changes', { hasText: text });
+
+    await send(page, 'write notes.txt first line');
+    await reply(page, 'I wrote notes.txt').waitFor();
+    await send(page, 'write notes.txt second line');
+    await reply(page, 'I wrote notes.txt').nth(1).waitFor();
+    expect(fs.readFileSync(notes, 'utf8')).toBe('second line');
+
+    // The newest changing reply: one file changed, with its line counts and the undo button.
+    const latest = page.locator('.msg-changes').nth(1);
+    await latest.getByText('1 file changed').waitFor();
+    await latest.getByText('1 file changed').click();
+    const file = latest.getByRole('button', { name: /changed\s*notes\.txt/ });
+    await file.waitFor();
+    await latest.getByLabel('1 line added, 1 removed').waitFor();
+    await file.click();
+    const diff = latest.getByRole('region', { name: 'Changes in notes.txt' });
+    await diff.locator('.diff-add', { hasText: '+second line' }).waitFor();
+    await diff.locator('.diff-del', { hasText: '-first line' }).waitFor();
+    expect(await page.locator('.msg-changes').first().getByRole('button', { name: 'Undo these changes' }).count()).toBe(0);
+
+    // Outside the allowed paths: put back, and said so in plain words; the reply changed no file that stays.
+    expect((await s.api('PUT', '/api/projects/demo/config', { allowedPaths: ['notes.txt'] })).status).toBe(200);
+    try {
+      await send(page, 'write secret.md not allowed');
+      await block('outside the allowed paths').getByText('secret.md').waitFor();
+      await block('outside the allowed paths').getByText('1 change was put back because it is outside the allowed paths').waitFor();
+      expect(fs.existsSync(path.join(home, 'worktrees', 'demo', 'default', 'secret.md'))).toBe(false);
+      await latest.scrollIntoViewIfNeeded();
+      await shot(page, 'turn-changes');
+    } finally {
+      await s.api('PUT', '/api/projects/demo/config', {});
+    }
+    await page.getByRole('button', { name: 'Send' }).waitFor();
+
+    // Undo, behind a confirmation: the file is back, the thread says so, and the earlier reply is next.
+    await latest.getByRole('button', { name: 'Undo these changes' }).click();
+    await latest.getByText('Put these files back to how they were before this reply?').waitFor();
+    await latest.getByRole('button', { name: 'Yes, undo' }).click();
+    await page.locator('.msg-undo', { hasText: 'Undone: 1 file is back to how it was before that reply.' }).waitFor();
+    await latest.getByText('undone', { exact: true }).waitFor();
+    await latest.getByRole('button', { name: 'Undo these changes' }).waitFor({ state: 'detached' });
+    expect(fs.readFileSync(notes, 'utf8')).toBe('first line');
+    const first = page.locator('.msg-changes').first();
+    await first.getByRole('button', { name: 'Undo these changes' }).waitFor();
+    const turns = await s.api<TurnsResponse>('GET', '/api/workspaces/demo/turns');
+    expect(turns.body.turns.filter((t) => t.recorded).map((t) => [t.undone, t.undoNext])).toEqual([
+      [true, false],
+      [false, true],
+    ]);
+    // The reader never had to know the sandbox's words.
+    const body = (await page.locator('main').innerText()).toLowerCase();
+    for (const word of ['branch', 'worktree', 'container', 'fork', 'commit', 'refs/']) expect(body).not.toContain(word);
+
+    // Keyboard: the summary and the undo button are reachable; Enter opens and asks.
+    await first.locator('summary').focus();
+    await page.keyboard.press('Enter');
+    await first.getByRole('button', { name: /added\s*notes\.txt/ }).waitFor();
+    await first.getByRole('button', { name: 'Undo these changes' }).focus();
+    await page.keyboard.press('Enter');
+    await first.getByRole('button', { name: 'Keep them' }).waitFor();
+    await page.keyboard.press('Tab');
+    await page.keyboard.press('Enter');
+    await first.getByRole('button', { name: 'Undo these changes' }).waitFor();
+    expect(fs.readFileSync(notes, 'utf8')).toBe('first line');
+    await page.context().close();
+
+    // 390 px wide: the block fits, its diff scrolls inside it.
+    const phone = await signedIn(390);
+    const phoneBlock = phone.locator('.msg-changes').first();
+    await phoneBlock.getByText('1 file changed').click();
+    await phoneBlock.getByRole('button', { name: /notes\.txt/ }).click();
+    await phoneBlock.locator('.diff-add', { hasText: '+first line' }).waitFor();
+    const box = await phoneBlock.boundingBox();
+    expect(box && box.x >= 0 && box.x + box.width <= 390).toBe(true);
+    // A string: the e2e tsconfig has no DOM types.
+    expect(await phone.evaluate<number>('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
+    await phone.context().close();
   });
 
   it('an engineer forks two workspaces, streams in both tabs at once, stops a reply, hits the cap, tears one down and resumes the other after a restart', async () => {
@@ -246,4 +331,23 @@ describe('dashboard', () => {
     await phone.context().close();
     await page.context().close();
   }, 240_000);
+
+  it('a 429 after the dialog opened shows why and the way out, naming the running workspaces', async () => {
+    const page = await signedIn(1280);
+    await page.goto(`${s.base}/workspaces`);
+    // The default workspace and beta run: one of three slots is free, so the dialog opens.
+    await meter(page).getByText('2 / 3').waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'New workspace' }).first().click();
+    await page.getByLabel('Name').fill('delta');
+    // Someone else takes the last slot meanwhile.
+    const other = await s.api('POST', '/api/workspaces', { project: 'demo', name: 'gamma' });
+    expect(other.status).toBe(201);
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    const dialog = page.getByRole('dialog', { name: 'New workspace' });
+    await dialog.getByRole('alert').getByText(/All 3 sandboxes are in use \(3 running\)\. Stop or tear down one of: .*beta/).waitFor();
+    await dialog.getByRole('alert').getByText(/gamma/).waitFor({ timeout: 15_000 });
+    await shot(page, 'fork-cap-429');
+    expect((await s.api('GET', '/api/workspaces/demo~delta')).status).toBe(404);
+    await page.context().close();
+  });
 });

@@ -1,15 +1,17 @@
-// POST /api/workspaces/:slug/undo and GET/PUT /api/projects/:project/config: validation and shapes over an
+// POST /api/workspaces/:slug/undo, GET /turns and /turns/:n/diff, and GET/PUT /api/projects/:project/config: validation and shapes over an
 // in-memory registry (undo and configs for real: packages/core/src/agents.docker.test.ts).
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError, projectConfigResponseSchema, projectConfigSchema, undoResponseSchema } from '@grove/contracts';
+import { GroveError, projectConfigResponseSchema, projectConfigSchema, turnDiffResponseSchema, turnsResponseSchema, undoResponseSchema } from '@grove/contracts';
+import type { TurnSummary } from '@grove/contracts';
 import type { ProjectConfig } from '@grove/contracts';
 import { createApi } from './api.ts';
 import { parseProxyPath } from './proxy.ts';
 
 const configs = new Map<string, ProjectConfig>([['demo', {}]]);
 let undone = 0;
+const diffCalls: number[] = [];
 
 const grove = {
   projectConfig: async (project: string) => {
@@ -28,6 +30,16 @@ const grove = {
     if (undone >= 2) throw new GroveError('invalid_state', 'nothing to undo');
     undone++;
     return { undone: { turn: `turn-${3 - undone}`, ref: `refs/grove/demo/undone/${3 - undone}`, files: ['a.txt'] }, remaining: 2 - undone };
+  },
+  turns: async (slug: string): Promise<TurnSummary[]> => {
+    if (slug !== 'demo') throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    const at = new Date().toISOString();
+    return [{ n: 2, turn: 'turn-2', at, recorded: true, files: [{ path: 'a.txt', status: 'modified', added: 1, removed: 0 }], reverted: [], allowedPaths: [], undone: false, undoNext: true }];
+  },
+  turnDiff: async (slug: string, n: number) => {
+    diffCalls.push(n);
+    if (n !== 2) throw new GroveError('not_found', `workspace "${slug}" has no recorded changes for turn ${n}`);
+    return { n, turn: `turn-${n}`, diff: 'diff --git a/a.txt b/a.txt\n+x\n', truncated: false, limitBytes: 1024 };
   },
 } as unknown as Grove;
 
@@ -67,6 +79,32 @@ describe('agents API', () => {
     const third = await app.request('/api/workspaces/demo/undo', { method: 'POST' });
     expect(third.status).toBe(409);
     expect((await app.request('/api/workspaces/nope/undo', { method: 'POST' })).status).toBe(404);
+  });
+});
+
+describe('turns API', () => {
+  it('GET /turns answers the turns; GET /turns/:n/diff the diff of one', async () => {
+    const list = await app.request('/api/workspaces/demo/turns');
+    expect(list.status).toBe(200);
+    expect(turnsResponseSchema.parse(await list.json()).turns[0]).toMatchObject({ n: 2, undoNext: true, files: [{ path: 'a.txt', status: 'modified' }] });
+    expect((await app.request('/api/workspaces/nope/turns')).status).toBe(404);
+    const diff = await app.request('/api/workspaces/demo/turns/2/diff');
+    expect(diff.status).toBe(200);
+    expect(turnDiffResponseSchema.parse(await diff.json())).toMatchObject({ n: 2, truncated: false, diff: expect.stringContaining('+x') as string });
+    const unknown = await app.request('/api/workspaces/demo/turns/9/diff');
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'not_found', message: expect.stringContaining('turn 9') as string });
+  });
+
+  it('refuses a turn number that is not a plain positive integer before asking core', async () => {
+    diffCalls.length = 0;
+    for (const n of ['0', '-1', '01', '1e3', 'abc', '2.5', '9999999999']) {
+      const r = await app.request(`/api/workspaces/demo/turns/${n}/diff`);
+      expect(r.status, n).toBe(422);
+      expect(await r.json()).toMatchObject({ code: 'invalid_input', message: expect.stringContaining('turn number') as string });
+    }
+    expect(diffCalls).toEqual([]);
+    expect((await app.request('/api/workspaces/Bad_Slug/turns')).status).toBe(422);
   });
 });
 

@@ -22,7 +22,8 @@ import {
   type WorkspaceResponse,
 } from '@grove/contracts';
 import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
-import type { ProjectConfigResponse, TeardownPreview, UndoResponse } from '@grove/contracts';
+import { turnNumberSchema } from '@grove/contracts';
+import type { ProjectConfigResponse, TeardownPreview, TurnDiffResponse, TurnsResponse, UndoResponse } from '@grove/contracts';
 import { z } from 'zod';
 import { errorPayload } from './errors.ts';
 
@@ -137,6 +138,13 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
 
   // Undo the last turn that changed files (repeatable): files back to before it, a marker in the thread.
   app.post('/api/workspaces/:slug/undo', async (c) => c.json((await grove.undo(slugParam(c))) satisfies UndoResponse));
+  // The turns that changed files (with the one undo would restore) and each one's diff; read from git, so a stopped workspace answers too.
+  app.get('/api/workspaces/:slug/turns', async (c) => c.json({ turns: await grove.turns(slugParam(c)) } satisfies TurnsResponse));
+  app.get('/api/workspaces/:slug/turns/:n/diff', async (c) => {
+    const slug = slugParam(c);
+    const n = parseOrThrow(turnNumberSchema, c.req.param('n'), { what: 'turn number' });
+    return c.json((await grove.turnDiff(slug, n)) satisfies TurnDiffResponse);
+  });
 
   app.get('/api/events', async (c) => {
     const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });

@@ -68,6 +68,10 @@ const grove: Grove = {
     recoveryRef: null,
     removes: { sandbox: true, worktree: true },
   }),
+  turns: async () => [], // turn routes: agents-api.test.ts
+  turnDiff: async () => {
+    throw new GroveError('not_found', 'no turn');
+  },
   events: async (q) => history.filter((e) => (q?.after === undefined || e.id > q.after) && (!q?.slug || e.slug === q.slug)),
   onEvent: (l) => {
     listeners.add(l);

@@ -67,3 +67,57 @@ export const undoResponseSchema = z.object({
   remaining: z.number().int().nonnegative(),
 });
 export type UndoResponse = z.infer<typeof undoResponseSchema>;
+
+/**
+ * A turn number in a URL (`/turns/:n/diff`): a positive integer written plainly, no sign, no
+ * leading zero, no exponent, so one number has one spelling.
+ */
+export const turnNumberSchema = z
+  .string()
+  .regex(/^[1-9][0-9]{0,8}$/, 'a turn number is a positive integer, as in /turns/3/diff')
+  .transform(Number);
+
+/** One file a turn changed, relative to the state before the turn. */
+export const turnFileSchema = z.object({
+  path: z.string(),
+  status: z.enum(['added', 'modified', 'deleted', 'type_changed']),
+  /** Lines added and removed; null for a binary file. */
+  added: z.number().int().nonnegative().nullable(),
+  removed: z.number().int().nonnegative().nullable(),
+});
+export type TurnFile = z.infer<typeof turnFileSchema>;
+
+/** One turn that changed files or had changes reverted, from GET /api/workspaces/:slug/turns. */
+export const turnSummarySchema = z.object({
+  n: z.number().int().positive(),
+  /** The thread's turn id, `turn-<n>`. */
+  turn: z.string(),
+  /** When the snapshot (or, without one, the revert) was recorded. */
+  at: z.string(),
+  /** A snapshot exists (refs/grove/<slug>/turns/<n> or, once undone, undone/<n>): files and a diff. */
+  recorded: z.boolean(),
+  files: z.array(turnFileSchema),
+  /** Changes outside the project's allowed paths that were put back when the turn ended. */
+  reverted: z.array(z.object({ path: z.string(), action: z.enum(['restored', 'removed']) })),
+  allowedPaths: z.array(z.string()),
+  /** Its changes were undone (POST /undo). */
+  undone: z.boolean(),
+  /** The turn POST /undo would undo next: the newest snapshot still on the stack. */
+  undoNext: z.boolean(),
+});
+export type TurnSummary = z.infer<typeof turnSummarySchema>;
+
+/** 200 from GET /api/workspaces/:slug/turns: newest first. */
+export const turnsResponseSchema = z.object({ turns: z.array(turnSummarySchema) });
+export type TurnsResponse = z.infer<typeof turnsResponseSchema>;
+
+/** 200 from GET /api/workspaces/:slug/turns/:n/diff: the unified diff from the state before the turn to after it. */
+export const turnDiffResponseSchema = z.object({
+  n: z.number().int().positive(),
+  turn: z.string(),
+  diff: z.string(),
+  /** The diff was longer than `limitBytes` and was cut at a line end. */
+  truncated: z.boolean(),
+  limitBytes: z.number().int().positive(),
+});
+export type TurnDiffResponse = z.infer<typeof turnDiffResponseSchema>;

@@ -17,7 +17,7 @@ import {
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
-import type { ProjectConfig, TeardownPreview, UndoResponse } from '@grove/contracts';
+import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
@@ -46,7 +46,8 @@ import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
-import { clearSnapshots } from './turn-snapshots.ts';
+import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
+import type { RevertRecord } from './turn-snapshots.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
@@ -726,6 +727,28 @@ class GroveImpl implements Grove {
     this.assertOpen();
     validSlug(slug);
     return this.slugs.run(slug, () => this.guard.undo(slug));
+  }
+
+  // Reading turns needs only the bare repository's refs and the audit events: no container, no lock (git reads refs atomically).
+  async turns(slug: string): Promise<TurnSummary[]> {
+    validSlug(slug);
+    const row = this.store.live(slug);
+    if (!row) throw notFound(slug);
+    const reverts: RevertRecord[] = [];
+    for (let after = 0; ; ) {
+      const page = this.store.events({ slug, type: 'turn.reverted', after, limit: 1000 });
+      reverts.push(...revertsFromEvents(page, row.id));
+      if (page.length < 1000) break;
+      after = page.at(-1)?.id ?? after;
+    }
+    return listTurns({ repo: this.paths.repo(row.project), slug }, reverts);
+  }
+
+  async turnDiff(slug: string, n: number): Promise<TurnDiffResponse> {
+    validSlug(slug);
+    const row = this.store.live(slug);
+    if (!row) throw notFound(slug);
+    return turnDiff({ repo: this.paths.repo(row.project), slug }, n);
   }
 
   // ---- reconcile ----

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { cloneBare, ensureWorktree } from './git.ts';
 import { PathPolicy, globToRegExp } from './path-globs.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
-import { clearSnapshots, listSnapshots, recordSnapshot, revertOutsideAllowed, turnRef, undoLast } from './turn-snapshots.ts';
+import { clearSnapshots, listSnapshots, listTurns, parseRawNumstat, recordSnapshot, revertOutsideAllowed, revertsFromEvents, turnDiff, turnRef, undoLast } from './turn-snapshots.ts';
 import type { WorktreeContext } from './turn-snapshots.ts';
 
 let tmp: string;
@@ -177,5 +177,106 @@ describe('snapshots and undo', () => {
     await undoLast(ctx);
     await clearSnapshots(ctx);
     expect(git(repo, 'for-each-ref', `refs/grove/demo+${ctx.slug.split('~')[1]}/`)).toBe('');
+  });
+});
+
+describe('reading turns back', () => {
+  beforeEach(freshWorktree);
+  it('lists the changing turns newest first with status and line counts, and marks the one undo restores', async () => {
+    write('a.txt', 'one\ntwo\n');
+    await recordSnapshot(ctx, { n: 1, turn: 'turn-1' });
+    write('a.txt', 'one\nTWO\nthree\n');
+    write('app.txt', 'v1\nv2\n');
+    rmSync(join(ctx.worktree, 'README.md'));
+    writeFileSync(join(ctx.worktree, 'bin.dat'), Buffer.from([0, 1, 2, 0]));
+    await recordSnapshot(ctx, { n: 3, turn: 'turn-3' });
+
+    const turns = await listTurns(ctx);
+    expect(turns.map((t) => [t.n, t.undoNext, t.undone])).toEqual([
+      [3, true, false],
+      [1, false, false],
+    ]);
+    const byPath = Object.fromEntries((turns[0]?.files ?? []).map((f) => [f.path, f]));
+    expect(byPath).toEqual({
+      'a.txt': { path: 'a.txt', status: 'modified', added: 2, removed: 1 },
+      'app.txt': { path: 'app.txt', status: 'modified', added: 1, removed: 0 },
+      'README.md': { path: 'README.md', status: 'deleted', added: 0, removed: 1 },
+      'bin.dat': { path: 'bin.dat', status: 'added', added: null, removed: null },
+    });
+    expect(turns[1]?.files).toEqual([{ path: 'a.txt', status: 'added', added: 2, removed: 0 }]);
+    expect(Number.isNaN(Date.parse(turns[0]?.at ?? ''))).toBe(false);
+
+    // Undone turns stay listed (their diff stays readable); the next one down becomes the one undo restores.
+    await undoLast(ctx);
+    const after = await listTurns(ctx);
+    expect(after.map((t) => [t.n, t.undoNext, t.undone])).toEqual([
+      [3, false, true],
+      [1, true, false],
+    ]);
+    expect(after[0]?.files).toHaveLength(4);
+    await undoLast(ctx);
+    expect((await listTurns(ctx)).every((t) => t.undone && !t.undoNext)).toBe(true);
+  });
+
+  it('answers the unified diff of a turn, the snapshot itself even when later changes were kept at undo', async () => {
+    write('a.txt', 'one\n');
+    await recordSnapshot(ctx, { n: 1, turn: 'turn-1' });
+    write('a.txt', 'one\nadded line\n');
+    await recordSnapshot(ctx, { n: 2, turn: 'turn-2' });
+    const d = await turnDiff(ctx, 2);
+    expect(d).toMatchObject({ n: 2, turn: 'turn-2', truncated: false });
+    expect(d.diff).toContain('diff --git a/a.txt b/a.txt');
+    expect(d.diff).toContain('\n+added line\n');
+    expect(d.diff).not.toContain('+one');
+
+    write('late.txt', 'after the snapshot\n');
+    await undoLast(ctx);
+    const undone = await turnDiff(ctx, 2);
+    expect(undone.diff).toBe(d.diff);
+    expect((await listTurns(ctx)).find((t) => t.n === 2)?.files.map((f) => f.path)).toEqual(['a.txt']);
+
+    await expect(turnDiff(ctx, 7)).rejects.toMatchObject({ code: 'not_found', message: expect.stringContaining('turn 7') as string });
+  });
+
+  it('cuts a long diff at a line end and says so', async () => {
+    write('big.txt', Array.from({ length: 2000 }, (_, i) => `line ${i}`).join('\n'));
+    await recordSnapshot(ctx, { n: 1, turn: 'turn-1' });
+    const d = await turnDiff(ctx, 1, 1000);
+    expect(d.truncated).toBe(true);
+    expect(d.limitBytes).toBe(1000);
+    expect(Buffer.byteLength(d.diff)).toBeLessThanOrEqual(1000);
+    expect(d.diff.endsWith('\n')).toBe(true);
+    expect((await turnDiff(ctx, 1)).truncated).toBe(false);
+  });
+
+  it('adds the reverted paths of this workspace from the events, also for a turn that kept no change', async () => {
+    write('a.txt', 'one\n');
+    await recordSnapshot(ctx, { n: 2, turn: 'turn-2' });
+    const at = new Date().toISOString();
+    const reverts = revertsFromEvents(
+      [
+        { at, data: { workspaceId: 7, turn: 'turn-2', allowedPaths: ['*.txt'], paths: [{ path: 'x/y.md', action: 'removed' }] } },
+        { at, data: { workspaceId: 7, turn: 'turn-4', allowedPaths: ['*.txt'], paths: [{ path: 'README.md', action: 'restored' }, { path: 1, action: 'x' }] } },
+        // Another workspace that had the same slug before.
+        { at, data: { workspaceId: 6, turn: 'turn-1', allowedPaths: [], paths: [{ path: 'old', action: 'removed' }] } },
+      ],
+      7,
+    );
+    const turns = await listTurns(ctx, reverts);
+    expect(turns.map((t) => ({ n: t.n, recorded: t.recorded, reverted: t.reverted, files: t.files.length }))).toEqual([
+      { n: 4, recorded: false, reverted: [{ path: 'README.md', action: 'restored' }], files: 0 },
+      { n: 2, recorded: true, reverted: [{ path: 'x/y.md', action: 'removed' }], files: 1 },
+    ]);
+    expect(turns[0]?.allowedPaths).toEqual(['*.txt']);
+    expect(turns[0]?.undoNext).toBe(false);
+    await expect(turnDiff(ctx, 4)).rejects.toMatchObject({ code: 'not_found' });
+  });
+
+  it('parses raw and numstat records with odd paths', () => {
+    const out = [':100644 100644 a b M', 'tab\there.txt', ':000000 100644 0 c A', 'new line\nname', '1\t2\ttab\there.txt', '-\t-\tnew line\nname', ''].join('\0');
+    expect(parseRawNumstat(out)).toEqual([
+      { path: 'tab\there.txt', status: 'modified', added: 1, removed: 2 },
+      { path: 'new line\nname', status: 'added', added: null, removed: null },
+    ]);
   });
 });

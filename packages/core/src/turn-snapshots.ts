@@ -3,6 +3,7 @@ import { lchown, lstat, mkdtemp, readdir, realpath, rm, rmdir, unlink } from 'no
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { GroveError } from '@grove/contracts';
+import type { TurnDiffResponse, TurnFile, TurnSummary } from '@grove/contracts';
 import { snapshotTree } from './git.ts';
 import { PathPolicy } from './path-globs.ts';
 
@@ -267,6 +268,175 @@ export async function undoLast(ctx: WorktreeContext): Promise<UndoResult | null>
   await repoGit(ctx, ['update-ref', '-m', 'grove: undo', stateRef(ctx.slug), before], 'moving the worktree state ref');
   await repoGit(ctx, ['update-ref', '-d', turnRef(ctx.slug, last.n), last.commit], 'removing the undone snapshot from the stack');
   return { n: last.n, ref: undoneRef(ctx.slug, last.n), restored: before, files, remaining: rest.length };
+}
+
+// ---- reading the turns back (GET /turns, GET /turns/:n/diff): refs and objects only, no container ----
+
+/** A snapshot as recorded: on the undo stack (turns/<n>) or undone (undone/<n>). */
+interface RecordedTurn {
+  n: number;
+  /** The snapshot commit: the worktree after the turn. */
+  commit: string;
+  /** The worktree before the turn. */
+  parent: string;
+  at: string;
+  undone: boolean;
+}
+
+/** What the after-turn check put back, as recorded in the turn.reverted events. */
+export interface RevertRecord {
+  n: number;
+  at: string;
+  allowedPaths: string[];
+  paths: Array<{ path: string; action: 'restored' | 'removed' }>;
+}
+
+/** The reverts of one workspace (by row id: a slug can be reused) out of turn.reverted events. */
+export function revertsFromEvents(events: ReadonlyArray<{ data: Record<string, unknown>; at: string }>, workspaceId: number): RevertRecord[] {
+  const out: RevertRecord[] = [];
+  for (const e of events) {
+    const d = e.data;
+    const m = typeof d.turn === 'string' ? /^turn-([1-9][0-9]{0,8})$/.exec(d.turn) : null;
+    if (d.workspaceId !== workspaceId || !m?.[1] || !Array.isArray(d.paths)) continue;
+    const paths: RevertRecord['paths'] = [];
+    for (const p of d.paths as unknown[]) {
+      const r = p as { path?: unknown; action?: unknown } | null;
+      if (typeof r?.path === 'string' && (r.action === 'restored' || r.action === 'removed')) paths.push({ path: r.path, action: r.action });
+    }
+    const allowedPaths = Array.isArray(d.allowedPaths) ? d.allowedPaths.filter((g): g is string => typeof g === 'string') : [];
+    out.push({ n: Number(m[1]), at: e.at, allowedPaths, paths });
+  }
+  return out;
+}
+
+/** At most this many turns are listed (newest first); older ones stay readable by number. */
+export const MAX_LISTED_TURNS = 200;
+/** A turn's diff is cut (at a line end) beyond this many bytes. */
+export const DIFF_LIMIT_BYTES = 256 * 1024;
+
+const UNDO_KEEP_SUBJECT = ' worktree at undo of turn ';
+
+async function recordedTurns(ctx: Pick<WorktreeContext, 'repo' | 'slug'>): Promise<RecordedTurn[]> {
+  const base = refBase(ctx.slug);
+  const out = await repoGit(
+    ctx,
+    ['for-each-ref', '--format=%(refname)%00%(objectname)%00%(parent)%00%(committerdate:iso-strict)%00%(subject)%00', `${base}/turns/`, `${base}/undone/`],
+    'listing the recorded turns',
+  );
+  const fields = out.split('\0');
+  const byN = new Map<number, RecordedTurn>();
+  const keptAtUndo: RecordedTurn[] = [];
+  for (let i = 0; i + 4 < fields.length; i += 5) {
+    const [ref = '', commit = '', parent = '', at = '', subject = ''] = fields.slice(i, i + 5).map((f) => f.trim());
+    const m = /\/(turns|undone)\/([1-9][0-9]{0,8})$/.exec(ref);
+    if (!m?.[2] || !commit || !parent) continue;
+    const n = Number(m[2]);
+    const undone = m[1] === 'undone';
+    // The stack wins over undone/<n> (an undo in progress moves one to the other).
+    if (undone && byN.get(n)?.undone === false) continue;
+    const entry: RecordedTurn = { n, commit, parent, at, undone };
+    byN.set(n, entry);
+    // The worktree had changed again when this turn was undone: undone/<n> is that state, its parent the snapshot.
+    if (undone && subject.includes(UNDO_KEEP_SUBJECT)) keptAtUndo.push(entry);
+  }
+  for (const entry of keptAtUndo) {
+    if (byN.get(entry.n) !== entry) continue;
+    const line = await repoGit(ctx, ['log', '-1', '--format=%H %P %cI', entry.parent], `reading the snapshot of turn ${entry.n}`);
+    const [commit = '', parent = '', at = ''] = line.trim().split(' ');
+    if (commit && parent) byN.set(entry.n, { ...entry, commit, parent, at });
+  }
+  return [...byN.values()].sort((a, b) => b.n - a.n);
+}
+
+/** Parses `diff-tree --raw --numstat -z`: raw records (":<modes> <ids> <status>\0<path>\0") then numstat ("<a>\t<d>\t<path>\0"). */
+export function parseRawNumstat(out: string): TurnFile[] {
+  const parts = out.split('\0');
+  const files = new Map<string, TurnFile>();
+  const STATUS = { A: 'added', M: 'modified', D: 'deleted', T: 'type_changed' } as const;
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i] ?? '';
+    if (part.startsWith(':')) {
+      const code = part.slice(part.lastIndexOf(' ') + 1).charAt(0);
+      const path = parts[i + 1];
+      i++;
+      if (!path || !(code in STATUS)) continue;
+      files.set(path, { path, status: STATUS[code as keyof typeof STATUS], added: null, removed: null });
+      continue;
+    }
+    const m = /^(-|\d+)\t(-|\d+)\t([\s\S]+)$/.exec(part);
+    const file = m?.[3] === undefined ? undefined : files.get(m[3]);
+    if (!m || !file) continue;
+    file.added = m[1] === '-' ? null : Number(m[1]);
+    file.removed = m[2] === '-' ? null : Number(m[2]);
+  }
+  return [...files.values()];
+}
+
+/**
+ * The turns that changed files (snapshots, on the stack or undone) or had changes put back
+ * (`reverts`, from the turn.reverted events), newest first. Reads only refs and objects of the
+ * bare repository: it works while the workspace is stopped.
+ */
+export async function listTurns(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, reverts: readonly RevertRecord[] = []): Promise<TurnSummary[]> {
+  const recorded = await recordedTurns(ctx);
+  const next = recorded.find((t) => !t.undone)?.n;
+  const byN = new Map<number, TurnSummary>();
+  for (const t of recorded.slice(0, MAX_LISTED_TURNS)) {
+    const out = await repoGit(ctx, ['diff-tree', '-r', '--no-renames', '--raw', '--numstat', '-z', t.parent, t.commit], `listing the changes of turn ${t.n}`);
+    byN.set(t.n, { n: t.n, turn: `turn-${t.n}`, at: t.at, recorded: true, files: parseRawNumstat(out), reverted: [], allowedPaths: [], undone: t.undone, undoNext: t.n === next });
+  }
+  for (const r of reverts) {
+    const turn = byN.get(r.n) ?? { n: r.n, turn: `turn-${r.n}`, at: r.at, recorded: false, files: [], reverted: [], allowedPaths: [], undone: false, undoNext: false };
+    turn.reverted = [...turn.reverted, ...r.paths];
+    turn.allowedPaths = r.allowedPaths;
+    byN.set(r.n, turn);
+  }
+  return [...byN.values()].sort((a, b) => b.n - a.n).slice(0, MAX_LISTED_TURNS);
+}
+
+/** The unified diff of turn n (before it -> after it), cut at a line end beyond limitBytes. Throws not_found. */
+export async function turnDiff(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, n: number, limitBytes = DIFF_LIMIT_BYTES): Promise<TurnDiffResponse> {
+  const t = (await recordedTurns(ctx)).find((x) => x.n === n);
+  if (!t) throw new GroveError('not_found', `workspace "${ctx.slug}" has no recorded changes for turn ${n}: that turn changed no files, or it does not exist`, { details: { slug: ctx.slug, n } });
+  const { text, truncated } = await cappedGit(
+    ctx.repo,
+    // No external diff or textconv: only git's own diff of the two trees.
+    ['diff-tree', '-p', '-r', '--no-renames', '--no-color', '--no-ext-diff', '--no-textconv', t.parent, t.commit],
+    limitBytes,
+    `reading the changes of turn ${n}`,
+  );
+  return { n, turn: `turn-${n}`, diff: text, truncated, limitBytes };
+}
+
+/** Like repoGit, but keeps at most limitBytes of stdout (cut at the last line end) and stops git beyond that. */
+function cappedGit(repo: string, args: string[], limitBytes: number, what: string): Promise<{ text: string; truncated: boolean }> {
+  return new Promise((resolvePromise, reject) => {
+    execFile(
+      'git',
+      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', '-c', 'core.quotePath=false', ...args],
+      {
+        cwd: repo,
+        env: { PATH: CHILD_PATH, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', GIT_DIR: repo } as Record<string, string> as NodeJS.ProcessEnv,
+        maxBuffer: limitBytes,
+        timeout: 60_000,
+        encoding: 'buffer',
+      },
+      (err, stdout, stderr) => {
+        const over = (err as NodeJS.ErrnoException | null)?.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER';
+        if (err && !over) {
+          reject(new GroveError('git_failed', `${what}: ${(stderr.toString('utf8') || err.message).trim()}`, { cause: err }));
+          return;
+        }
+        if (!over) {
+          resolvePromise({ text: stdout.toString('utf8'), truncated: false });
+          return;
+        }
+        const cut = stdout.subarray(0, limitBytes);
+        const end = cut.lastIndexOf(0x0a);
+        resolvePromise({ text: cut.subarray(0, end + 1).toString('utf8'), truncated: true });
+      },
+    );
+  });
 }
 
 /** Drops a slug's snapshot refs: a new workspace under an old slug starts its own turn numbers. */

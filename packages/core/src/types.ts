@@ -1,6 +1,6 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
-import type { ProjectConfig, ProjectConfigInput, TeardownPreview, UndoResponse } from '@grove/contracts';
+import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -77,6 +77,13 @@ export interface Grove {
    * it in the thread. 409 while a turn runs or when there is nothing to undo; workspace_stopped when stopped.
    */
   undo(slug: string): Promise<UndoResponse>;
+  /**
+   * The turns that changed files or had changes put back, newest first, with the one undo would
+   * restore marked. Works while the workspace is stopped. workspace_not_found.
+   */
+  turns(slug: string): Promise<TurnSummary[]>;
+  /** The unified diff of turn n, size-capped. not_found when turn n recorded no changes. */
+  turnDiff(slug: string, n: number): Promise<TurnDiffResponse>;
   events(query?: { slug?: string; after?: number; limit?: number; type?: string }): Promise<GroveEvent[]>;
   /** The workspace's egress policy, whether it is the project default, and its latest decisions (newest first). */
   egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;

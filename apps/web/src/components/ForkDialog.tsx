@@ -41,6 +41,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
   const [touched, setTouched] = useState(false);
   const [serverNameError, setServerNameError] = useState<string | null>(null);
   const [submitError, setSubmitError] = useState<string | null>(null);
+  const [full, setFull] = useState<{ running: number; creating: number; cap: number } | null>(null);
   const [submitting, setSubmitting] = useState(false);
   const [started, setStarted] = useState<Started | null>(null);
   const ids = { name: useId(), nameMsg: useId(), from: useId(), fromHelp: useId(), list: useId(), msg: useId(), project: useId() };
@@ -61,6 +62,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
     if (nameError || fromError || submitting) return;
     setSubmitting(true);
     setSubmitError(null);
+    setFull(null);
     try {
       const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}) });
       setStarted({ project, name, slug: workspace.slug, message: message.trim() });
@@ -68,9 +70,13 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
       onChanged();
     } catch (err) {
       if (isApiError(err) && err.code === 'capacity_reached') {
+        // The cap was reached after the dialog opened: the same words as the disabled button, naming the
+        // running workspaces from the list, which is read again now (it may not show the newest one yet).
         const running = typeof err.body.running === 'number' ? err.body.running : 0;
-        const cap = typeof err.body.cap === 'number' ? err.body.cap : running;
-        setSubmitError(capacityReason({ running, cap }, workspaces));
+        const creating = typeof err.body.creating === 'number' ? err.body.creating : 0;
+        const cap = typeof err.body.cap === 'number' ? err.body.cap : running + creating;
+        setFull({ running, creating, cap });
+        onChanged();
       } else if (isApiError(err) && (err.code === 'invalid_name' || err.code === 'workspace_exists')) {
         setServerNameError(err.message);
       } else {
@@ -101,9 +107,9 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
     <Modal title="New workspace" onClose={onClose}>
       <p className="dialog-lead">A workspace is its own branch, checkout and sandboxed agent. It runs next to the others; nothing is shared.</p>
       <form onSubmit={(e) => void submit(e)} noValidate>
-        {submitError ? (
+        {submitError || full ? (
           <p className="dialog-alert" role="alert">
-            {submitError}
+            {full ? capacityReason(full, workspaces) : submitError}
           </p>
         ) : null}
         {projects.length > 1 ? (

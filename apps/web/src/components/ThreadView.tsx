@@ -2,13 +2,15 @@
 'use client';
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState, type KeyboardEvent } from 'react';
-import { parseSlug } from '@grove/contracts';
+import { GROVE_LINE_PROVIDER, parseSlug } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { isResumeCommand, RESUME_COMMAND } from '../lib/resume.ts';
 import { toItems, type ThreadItem } from '../lib/thread-state.ts';
 import { useThread, type SendResult } from '../lib/use-thread.ts';
+import { useTurns, type UseTurns } from '../lib/use-turns.ts';
 import { clockTime } from '../lib/time.ts';
 import { useResume } from './Resume.tsx';
+import { TurnChanges } from './TurnChanges.tsx';
 import { Notice, Spinner } from './ui.tsx';
 
 export type Audience = 'everyone' | 'engineer';
@@ -32,6 +34,9 @@ const STICK_PX = 96;
 export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = true, onBusyChange }: ThreadViewProps) {
   const { state, connection, loadError, send } = useThread(slug, onDisconnect);
   const items = useMemo(() => toItems(state), [state]);
+  // Every new line from Grove itself (files recorded or put back, an undo) means the turn list changed.
+  const groveLines = useMemo(() => state.lines.filter((l) => l.kind === 'raw' && l.provider === GROVE_LINE_PROVIDER).length, [state.lines]);
+  const turns = useTurns(slug, groveLines);
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   /** Where the reader left the thread, restored when its tab comes back (a hidden element loses its scroll offset). */
@@ -112,7 +117,7 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
             </li>
           ) : null}
           {items.map((item) => (
-            <Item key={item.key} item={item} audience={audience} />
+            <Item key={item.key} item={item} audience={audience} slug={slug} turns={turns} />
           ))}
           {waiting ? (
             <li className="msg msg-assistant msg-thinking">
@@ -130,8 +135,18 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
   );
 }
 
-function Item({ item, audience }: { item: ThreadItem; audience: Audience }) {
+function Item({ item, audience, slug, turns }: { item: ThreadItem; audience: Audience; slug: string; turns: UseTurns }) {
   switch (item.kind) {
+    case 'changes':
+      return <TurnChanges slug={slug} item={item} summary={turns.byTurn.get(item.turn)} onUndone={turns.refresh} />;
+    case 'undo':
+      return (
+        <li className="msg msg-note msg-undo">
+          Undone: {item.files.length === 1 ? '1 file is' : `${item.files.length} files are`} back to how {item.files.length === 1 ? 'it was' : 'they were'} before that reply.
+        </li>
+      );
+    case 'note':
+      return <li className="msg msg-note">{item.text}</li>;
     case 'user':
       return (
         <li className={item.pending ? 'msg msg-user msg-pending' : 'msg msg-user'}>

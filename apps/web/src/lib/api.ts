@@ -13,6 +13,9 @@ import {
   projectSchema,
   teardownPreviewSchema,
   threadResponseSchema,
+  turnDiffResponseSchema,
+  turnsResponseSchema,
+  undoResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
 } from '@grove/contracts';
@@ -105,6 +108,11 @@ export const api = {
   ports: (slug: string) => request(`${ws(slug)}/ports`, portsResponseSchema),
   /** Stops the running turn (202); 409 invalid_state when it already ended. */
   cancelTurn: (slug: string) => request(`${ws(slug)}/turn/cancel`, cancelTurnResponseSchema, { method: 'POST' }),
+  /** The turns that changed files, newest first (works while the workspace is stopped). */
+  turns: (slug: string) => request(`${one(slug)}/turns`, turnsResponseSchema),
+  turnDiff: (slug: string, n: number) => request(`${one(slug)}/turns/${n}/diff`, turnDiffResponseSchema),
+  /** Puts the files back to before the last turn that changed them; 409 while a reply runs or when nothing is left. */
+  undo: (slug: string) => request(`${one(slug)}/undo`, undoResponseSchema, { method: 'POST' }),
 };
 
 /** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */

@@ -67,3 +67,34 @@ describe('toItems', () => {
     expect(items[1]).toMatchObject({ tool: 'write_file', result: { output: 'wrote', isError: false } });
   });
 });
+
+describe("Grove's own lines", () => {
+  const raw = (seq: number, turn: string, event: unknown, provider = 'grove'): ThreadLine => ({ seq, turn, at, kind: 'raw', provider, event });
+  it('become one changes item per turn (put back and recorded files together), an undo marker, and a note', () => {
+    const s = run({
+      type: 'history',
+      lines: [
+        user(0, 'write a.txt x', 'turn-1'),
+        raw(1, 'turn-1', { type: 'paths_reverted', allowedPaths: ['*.txt'], paths: [{ path: 'secret.md', action: 'removed' }] }),
+        raw(2, 'turn-1', { type: 'snapshot', ref: 'refs/grove/demo/turns/1', commit: 'c1', files: ['a.txt'] }),
+        end(3, 'turn-1'),
+        raw(4, 'turn-1', { type: 'undo', undoneTurn: 'turn-1', ref: 'refs/grove/demo/undone/1', restored: 'c0', files: ['a.txt'] }),
+        raw(5, 'turn-2', { type: 'host_unavailable', message: 'no answer' }),
+        raw(6, 'turn-2', { type: 'something_new' }),
+        raw(7, 'turn-2', { type: 'snapshot' }, 'claude'),
+      ],
+    });
+    const items = toItems(s);
+    expect(items.map((i) => i.kind)).toEqual(['user', 'changes', 'undo', 'note', 'raw', 'raw']);
+    expect(items[1]).toMatchObject({ turn: 'turn-1', files: ['a.txt'], reverted: [{ path: 'secret.md', action: 'removed' }], allowedPaths: ['*.txt'] });
+    expect(items[2]).toMatchObject({ undoneTurn: 'turn-1', files: ['a.txt'] });
+  });
+
+  it('an undo marker arriving live between turns does not make the thread look busy', () => {
+    let s = run(line(user(0, 'hi', 'turn-1')), line(end(1, 'turn-1')));
+    expect(s.busy).toBe(false);
+    s = threadReducer(s, line(raw(2, 'turn-1', { type: 'undo', undoneTurn: 'turn-1', ref: 'refs/grove/demo/undone/1', restored: 'c0', files: ['a.txt'] })));
+    expect(s.busy).toBe(false);
+    expect(toItems(s).at(-1)?.kind).toBe('undo');
+  });
+});

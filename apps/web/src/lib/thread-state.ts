@@ -1,4 +1,5 @@
 // The thread as the browser sees it: persisted lines merged by seq, the streaming draft, and messages still in flight.
+import { GROVE_LINE_PROVIDER, groveThreadEventSchema } from '@grove/contracts';
 import type { StreamFrame, ThreadLine } from '@grove/contracts';
 
 /** A message this tab sent whose user line has not arrived yet. */
@@ -53,6 +54,10 @@ function settle(pending: PendingMessage[], lines: ThreadLine[]): PendingMessage[
   return left.length === pending.length ? pending : left;
 }
 
+function isUndoMarker(line: ThreadLine): boolean {
+  return line.kind === 'raw' && line.provider === GROVE_LINE_PROVIDER && (line.event as { type?: unknown } | null)?.type === 'undo';
+}
+
 function applyFrame(state: ThreadState, frame: StreamFrame): ThreadState {
   switch (frame.type) {
     case 'hello':
@@ -70,6 +75,8 @@ function applyFrame(state: ThreadState, frame: StreamFrame): ThreadState {
       if (line.kind === 'turn_end') return { ...state, lines, pending, busy: false, draft: sameTurn ? null : state.draft };
       // The persisted reply replaces the streamed text it was built from.
       if (line.kind === 'assistant') return { ...state, lines, pending, busy: true, draft: sameTurn ? null : state.draft };
+      // The undo marker is written between turns (the host holds the agent meanwhile): it starts nothing.
+      if (isUndoMarker(line)) return { ...state, lines, pending };
       // A user line (ours or another tab's) starts a turn; any other line belongs to a running one.
       return { ...state, lines, pending, busy: true };
     }
@@ -102,11 +109,37 @@ export type ThreadItem =
   | { kind: 'tool'; key: string; tool: string; input: unknown; result: { output: string; isError: boolean } | null }
   | { kind: 'error'; key: string; message: string }
   | { kind: 'turn_end'; key: string; status: 'failed' | 'cancelled' }
-  | { kind: 'raw'; key: string; provider: string; event: unknown };
+  | { kind: 'raw'; key: string; provider: string; event: unknown }
+  /** What a turn did to the files: recorded changes (a snapshot) and changes put back (outside the allowed paths). */
+  | { kind: 'changes'; key: string; turn: string; files: string[]; reverted: Array<{ path: string; action: 'restored' | 'removed' }>; allowedPaths: string[] }
+  | { kind: 'undo'; key: string; undoneTurn: string; files: string[] }
+  | { kind: 'note'; key: string; text: string };
+
+/**
+ * Grove's own lines (after-turn checks, undo) become items of their own; one changes item per turn
+ * ('merged': this line went into the turn's item already shown). Null: not a line Grove knows.
+ */
+function groveItem(line: Extract<ThreadLine, { kind: 'raw' }>, key: string, changes: Map<string, Extract<ThreadItem, { kind: 'changes' }>>): ThreadItem | 'merged' | null {
+  const parsed = groveThreadEventSchema.safeParse(line.event);
+  if (line.provider !== GROVE_LINE_PROVIDER || !parsed.success) return null;
+  const e = parsed.data;
+  if (e.type === 'undo') return { kind: 'undo', key, undoneTurn: e.undoneTurn, files: e.files };
+  if (e.type === 'host_unavailable') return { kind: 'note', key, text: 'The files could not be checked after this reply; its changes stay as they are.' };
+  const seen = changes.get(line.turn);
+  const item = seen ?? { kind: 'changes' as const, key, turn: line.turn, files: [], reverted: [], allowedPaths: [] };
+  if (e.type === 'snapshot') item.files = e.files;
+  else {
+    item.reverted = [...item.reverted, ...e.paths];
+    item.allowedPaths = e.allowedPaths;
+  }
+  changes.set(line.turn, item);
+  return seen ? 'merged' : item;
+}
 
 export function toItems(state: ThreadState): ThreadItem[] {
   const items: ThreadItem[] = [];
   const tools = new Map<string, Extract<ThreadItem, { kind: 'tool' }>>();
+  const changes = new Map<string, Extract<ThreadItem, { kind: 'changes' }>>();
   for (const line of state.lines) {
     const key = `l${line.seq}`;
     switch (line.kind) {
@@ -134,9 +167,12 @@ export function toItems(state: ThreadState): ThreadItem[] {
       case 'turn_end':
         if (line.status !== 'completed') items.push({ kind: 'turn_end', key, status: line.status });
         break;
-      case 'raw':
-        items.push({ kind: 'raw', key, provider: line.provider, event: line.event });
+      case 'raw': {
+        const grove = groveItem(line, key, changes);
+        if (grove === null) items.push({ kind: 'raw', key, provider: line.provider, event: line.event });
+        else if (grove !== 'merged') items.push(grove);
         break;
+      }
     }
   }
   for (const p of state.pending) items.push({ kind: 'user', key: `p${p.id}`, text: p.text, at: null, pending: true });
