@@ -15,7 +15,7 @@ import {
   workspaceNameSchema,
   egressPolicySchema,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, UndoResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
@@ -44,6 +44,7 @@ import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
 import { clearSnapshots } from './turn-snapshots.ts';
+import { readLastMessage } from './thread-summary.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
@@ -208,6 +209,15 @@ class GroveImpl implements Grove {
     const row = this.store.live(slug) ?? this.store.latest(slug);
     if (!row) throw notFound(slug);
     return toWorkspace(row);
+  }
+
+  async lastMessage(slug: string): Promise<LastMessage | null> {
+    validSlug(slug);
+    const row = this.store.live(slug) ?? this.store.latest(slug);
+    if (!row) throw notFound(slug);
+    // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
+    if (row.state === 'gone') return null;
+    return readLastMessage(this.paths.thread(slug));
   }
 
   async events(query: { slug?: string; after?: number; limit?: number } = {}): Promise<GroveEvent[]> {
