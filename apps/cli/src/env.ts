@@ -17,7 +17,7 @@ export interface CliEnv {
   /** GROVE_HOME, absolute: where the server keeps its state, token, log and (started by `grove up`) pid file. */
   home: string;
   /** The environment a server started by `grove up` gets: this one, with GROVE_HOME and GROVE_PORT agreeing with GROVE_URL. */
-  serverEnv: Record<string, string | undefined>;
+  serverEnv: NodeJS.ProcessEnv;
 }
 
 /** The token the server generated under GROVE_HOME, if there is one yet. */
@@ -30,7 +30,7 @@ export function readHomeToken(home: string): string | undefined {
 }
 
 /** GROVE_TOKEN, else the token the server generated under GROVE_HOME. */
-export function loadCliEnv(source: Record<string, string | undefined> = process.env): CliEnv {
+export function loadCliEnv(source: NodeJS.ProcessEnv = process.env): CliEnv {
   const env = schema.parse(source);
   const home = path.resolve(env.GROVE_HOME);
   const url = env.GROVE_URL.replace(/\/$/, '');
