@@ -63,4 +63,17 @@ describe('renderPicker', () => {
     expect(renderPicker('t', ['x'], s, 200).at(-1)).toContain('#2');
     expect(lines.every((l) => l.length <= 30)).toBe(true);
   });
+
+  it('shows a window of rows around the highlighted one when the terminal is short', () => {
+    const rows = Array.from({ length: 10 }, (_, i) => `row-${i + 1}`);
+    const top = renderPicker('t', rows, initialState(10), 80, 5);
+    expect(top).toHaveLength(5);
+    expect(top.slice(1, 4)).toEqual(['›  1  row-1', '   2  row-2', '   3  row-3']);
+    expect(top[4]).toContain('1/10');
+    const mid = renderPicker('t', rows, press(initialState(10), '6').state, 80, 5);
+    expect(mid.slice(1, 4)).toEqual(['   5  row-5', '›  6  row-6', '   7  row-7']);
+    const end = renderPicker('t', rows, press(initialState(10), 'G').state, 80, 5);
+    expect(end.slice(1, 4)).toEqual(['   8  row-8', '   9  row-9', '› 10  row-10']);
+    expect(renderPicker('t', rows, initialState(10), 80)).toHaveLength(12);
+  });
 });

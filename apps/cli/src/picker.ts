@@ -70,12 +70,21 @@ export function step(s: PickerState, key: Key): PickerResult {
   return { state: s };
 }
 
-/** The picker's lines: a title, one row per entry (the highlighted one marked), a help line; each cut to `width`. */
-export function renderPicker(title: string, rows: readonly string[], s: PickerState, width: number): string[] {
+/**
+ * The picker's lines: a title, the rows (the highlighted one marked), a help line; each cut to `width`,
+ * and at most `height` lines in all (a window of rows around the highlighted one), so nothing wraps or
+ * scrolls and the next draw can move back over exactly these lines.
+ */
+export function renderPicker(title: string, rows: readonly string[], s: PickerState, width: number, height = Number.POSITIVE_INFINITY): string[] {
   const cut = (l: string) => (l.length > width ? `${l.slice(0, Math.max(0, width - 1))}…` : l);
+  const visible = Math.max(1, Math.min(rows.length, height - 2));
+  const start = Math.min(Math.max(0, s.index - Math.floor(visible / 2)), Math.max(0, rows.length - visible));
   const lines = [title];
-  rows.forEach((r, i) => lines.push(`${i === s.index ? '›' : ' '} ${String(i + 1).padStart(String(rows.length).length)}  ${r}`));
-  lines.push(`↑/↓ or j/k move · number + Enter choose · Esc/q cancel${s.typed ? ` · #${s.typed}` : ''}`);
+  for (let i = start; i < start + visible && i < rows.length; i++) {
+    lines.push(`${i === s.index ? '›' : ' '} ${String(i + 1).padStart(String(rows.length).length)}  ${rows[i] ?? ''}`);
+  }
+  const where = visible < rows.length ? ` · ${s.index + 1}/${rows.length}` : '';
+  lines.push(`↑/↓ or j/k move · number + Enter choose · Esc/q cancel${s.typed ? ` · #${s.typed}` : ''}${where}`);
   return lines.map(cut);
 }
 
@@ -96,7 +105,7 @@ export function runPicker(title: string, rows: readonly string[], io: PickerIo):
   let state = initialState(rows.length);
   let drawn = 0;
   const draw = () => {
-    const lines = renderPicker(title, rows, state, Math.max(20, (output.columns || 80) - 1));
+    const lines = renderPicker(title, rows, state, Math.max(20, (output.columns || 80) - 1), Math.max(3, output.rows || 24));
     // Back to the first line drawn last time, clear below, draw again: lines never wrap (cut to width).
     output.write(`${drawn ? `\x1b[${drawn}A\r` : ''}\x1b[J${lines.join('\n')}\n`);
     drawn = lines.length;
