@@ -234,12 +234,12 @@ describe('grove CLI', () => {
     }
   });
 
-  it('has help with an example on each new command', async () => {
-    for (const cmd of ['up', 'down', 'resume', 'restore']) {
+  it('has help with an example on every command', async () => {
+    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs']) {
       const help = await grove(cmd, '--help');
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`grove ${cmd}`);
-      expect(help.stdout).toMatch(/Examples?:/);
+      expect(help.stdout, cmd).toMatch(/Examples?:\n {2}\S*grove /);
     }
   });
 });

@@ -270,6 +270,7 @@ export function buildProgram(): Command {
     .option('--json', 'print JSON')
     .option('--all', 'include torn-down workspaces')
     .option('-p, --project <project>', 'only this project')
+    .addHelpText('after', '\nExamples:\n  grove ls\n  grove ls --all --json | jq -r ".workspaces[].slug"')
     .action(async (o: { json?: boolean; all?: boolean; project?: string }) => {
       const q = new URLSearchParams();
       if (o.all) q.set('all', '1');
@@ -284,6 +285,7 @@ export function buildProgram(): Command {
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
     .option('--json', 'print the workspace as JSON')
+    .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login')
     .action(async (project: string, name: string, o: { from?: string; json?: boolean }) => {
       const after = await lastEventId(makeSlug(project, name)).catch(() => 0);
       const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project, name, ...(o.from ? { from: o.from } : {}) });
@@ -391,6 +393,7 @@ export function buildProgram(): Command {
       .command(`${cmd} <slug>`)
       .description(text)
       .option('--json', 'print JSON')
+      .addHelpText('after', `\nExample:\n  grove ${cmd} demo~fix-login`)
       .action(async (slug: string, o: { json?: boolean }) => {
         const { workspace } = await call(workspaceResponseSchema, method, `/api/workspaces/${enc(slug)}${suffix}`);
         printWorkspace(workspace, Boolean(o.json));
@@ -401,6 +404,7 @@ export function buildProgram(): Command {
     .command('logs <slug>')
     .description("print a workspace's audit trail")
     .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove logs demo~fix-login\n  grove logs demo --json | jq -r .type')
     .action(async (slug: string, o: { json?: boolean }) => {
       const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}`);
       for (const e of events) out(o.json ? JSON.stringify(e) : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}`);
