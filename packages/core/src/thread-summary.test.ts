@@ -1,4 +1,5 @@
 // The last message of a thread, read from thread.jsonl on the host (pure file reading, real temp files).
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -49,5 +50,17 @@ describe('readLastMessage', () => {
     for (const chunkBytes of [7, 64, 1000, 1 << 20]) {
       expect(await readLastMessage(dir, { chunkBytes, max: 10_000 })).toEqual({ who: 'agent', text, at });
     }
+  });
+
+  it('refuses a symbolic link or a FIFO planted as thread.jsonl (the sandbox can write the thread dir)', async () => {
+    const elsewhere = threadDir([user('another workspace said this')]);
+    const linked = threadDir([]);
+    fs.rmSync(path.join(linked, 'thread.jsonl'));
+    fs.symlinkSync(path.join(elsewhere, 'thread.jsonl'), path.join(linked, 'thread.jsonl'));
+    await expect(readLastMessage(linked)).rejects.toThrow(/not a regular file/);
+    const fifo = threadDir([]);
+    fs.rmSync(path.join(fifo, 'thread.jsonl'));
+    execFileSync('mkfifo', [path.join(fifo, 'thread.jsonl')]);
+    await expect(readLastMessage(fifo)).rejects.toThrow(/not a regular file/);
   });
 });

@@ -1,8 +1,9 @@
 // The last thing said in a workspace's thread, read from the host's side of the mounted thread dir, so the
 // registry can answer while the workspace is stopped (its backend, which serves /thread, is not there then).
+import { constants } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { threadLineSchema, type LastMessage } from '@grove/contracts';
+import { GroveError, threadLineSchema, type LastMessage } from '@grove/contracts';
 
 /** The backend's file name in the thread dir (packages/backend/src/thread-store.ts). */
 const THREAD_FILE = 'thread.jsonl';
@@ -33,15 +34,23 @@ function asMessage(raw: Buffer, max: number): LastMessage | null {
 export async function readLastMessage(threadDir: string, opts: { max?: number; chunkBytes?: number } = {}): Promise<LastMessage | null> {
   const max = opts.max ?? 120;
   const chunkBytes = opts.chunkBytes ?? 64 * 1024;
+  const path = join(threadDir, THREAD_FILE);
+  const notPlain = () => new GroveError('internal', `${path} is not a regular file; the host does not read it`);
   let file;
   try {
-    file = await open(join(threadDir, THREAD_FILE), 'r');
+    // The thread dir is writable inside the sandbox: never follow a link planted there, and never block
+    // on a FIFO (O_NONBLOCK), which would hold a thread of the host's I/O pool for good.
+    file = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return null;
+    if (code === 'ELOOP') throw notPlain();
     throw e;
   }
   try {
-    let end = (await file.stat()).size;
+    const stat = await file.stat();
+    if (!stat.isFile()) throw notPlain();
+    let end = stat.size;
     // Bytes before the first newline of the chunk read last: the tail of a line that starts further back.
     let carry = Buffer.alloc(0);
     while (end > 0) {
