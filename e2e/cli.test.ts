@@ -1,26 +1,69 @@
 // The real `grove` binary against a real server.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { listWorkspacesResponseSchema } from '@grove/contracts';
-import { TOKEN, useServer } from './harness.ts';
+import { listWorkspacesResponseSchema, type LastMessage, type ThreadLine, type Workspace } from '@grove/contracts';
+import { TOKEN, cleanup, makeHome, useServer, waitFor } from './harness.ts';
 
 const fx = useServer('cli', { GROVE_MAX_RUNNING: '2' });
 
 const exec = promisify(execFile);
 const bin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../apps/cli/bin/grove.mjs');
 
-async function grove(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+type Result = { code: number; stdout: string; stderr: string };
+
+async function run(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<Result> {
   try {
-    const r = await exec(process.execPath, [bin, ...args], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN } });
+    const r = await exec(process.execPath, [bin, ...args], { env, cwd });
     return { code: 0, ...r };
   } catch (e) {
     const err = e as { code: number; stdout: string; stderr: string };
     return { code: err.code, stdout: err.stdout, stderr: err.stderr };
   }
 }
+
+function grove(...args: string[]): Promise<Result> {
+  return run(args, { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN });
+}
+
+/**
+ * Run `grove <args>` in a real pseudo-terminal (util-linux `script`), then `stty -a` in the same terminal
+ * to show how the CLI left it. `keys` writes to the terminal once `ready` appears in its output.
+ */
+async function groveInTerminal(args: string[], ready: string, keys: string): Promise<{ code: number; output: string }> {
+  const q = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
+  const cmd = `${[process.execPath, bin, ...args].map(q).join(' ')}; echo "grove-exit=$?"; stty -a`;
+  const child = spawn('script', ['-qfec', cmd, '/dev/null'], {
+    env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN, TERM: 'xterm' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  await waitFor(`"${ready}" in the terminal`, async () => output.includes(ready), 30_000);
+  child.stdin.write(keys);
+  await exited;
+  child.stdin.end();
+  const code = /grove-exit=(\d+)/.exec(output)?.[1];
+  return { code: code === undefined ? -1 : Number(code), output };
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', () => r()));
+  const { port } = srv.address() as AddressInfo;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+type ResumeJson = { workspaces: Array<Workspace & { lastMessage: LastMessage | null; url: string }> };
+const stateOf = async (slug: string) => (await fx.s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${slug}`)).body.workspace.state;
 
 describe('grove CLI', () => {
   it('forks with progress, lists as a table and as JSON, stops and removes', async () => {
@@ -29,6 +72,7 @@ describe('grove CLI', () => {
     expect(fork.stdout).toContain('demo~cli-a: running');
     expect(fork.stderr).toContain('worktree ready');
     expect(fork.stderr).toContain('ready');
+    expect(fork.stdout).toContain(`${fx.s.base}/p/demo/w/cli-a`);
 
     const ls = await grove('ls');
     expect(ls.stdout).toMatch(/demo~cli-a\s+running\s+grove\/cli-a/);
@@ -57,5 +101,145 @@ describe('grove CLI', () => {
     expect(help.stdout).toContain('Exit codes');
     const denied = await exec(process.execPath, [bin, 'ls'], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: 'wrong-token-wrong-token' } }).catch((e: { code: number }) => e);
     expect((denied as { code: number }).code).toBe(6);
+  });
+
+  it('resume lists without a terminal (table, JSON with the last message), reopens a stopped workspace by slug, exits 3 and 4', async () => {
+    expect((await grove('fork', 'demo', 'cli-r')).code).toBe(0);
+    expect((await fx.s.api('POST', '/w/demo~cli-r/messages', { text: 'remember the resume test' })).status).toBe(202);
+    await waitFor('the reply', async () => (await fx.s.api<{ lines: ThreadLine[] }>('GET', '/w/demo~cli-r/thread')).body.lines.some((l) => l.kind === 'turn_end'));
+    expect((await grove('stop', 'demo~cli-r')).code).toBe(0);
+
+    const list = await grove('resume');
+    expect(list.code).toBe(0);
+    expect(list.stdout).toMatch(/^#\s+SLUG\s+STATE\s+LAST ACTIVITY\s+LAST MESSAGE$/m);
+    // The last message of a stopped workspace, read by the registry (its backend is not running).
+    expect(list.stdout).toMatch(/demo~cli-r\s+stopped\s+.*agent: Scripted agent here\./);
+    expect(list.stdout).toMatch(/\bdemo\s+running/);
+    expect(list.stdout).not.toContain('demo~cli-a');
+    expect(list.stdout).toContain('1 / 2 sandboxes running');
+
+    const json = await grove('resume', '--json');
+    expect(json.code).toBe(0);
+    const parsed = JSON.parse(json.stdout) as ResumeJson;
+    const r = parsed.workspaces.find((w) => w.slug === 'demo~cli-r');
+    expect(r?.state).toBe('stopped');
+    expect(r?.lastMessage?.who).toBe('agent');
+    expect(r?.lastMessage?.text).toContain('You said: "remember the resume test"');
+    expect(r?.url).toBe(`${fx.s.base}/p/demo/w/cli-r`);
+
+    const resumed = await grove('resume', 'demo~cli-r');
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(resumed.stdout.trim()).toBe(`${fx.s.base}/p/demo/w/cli-r`);
+    expect(resumed.stderr).toContain('demo~cli-r: slot reserved');
+    expect(resumed.stderr).toContain('demo~cli-r: ready');
+    expect(await stateOf('demo~cli-r')).toBe('running');
+    const thread = await fx.s.api<{ lines: ThreadLine[] }>('GET', '/w/demo~cli-r/thread');
+    expect(thread.body.lines.some((l) => l.kind === 'user' && l.text === 'remember the resume test')).toBe(true);
+
+    expect((await grove('resume', 'demo~nope')).code).toBe(3);
+    expect((await grove('stop', 'demo~cli-r')).code).toBe(0);
+    expect((await grove('fork', 'demo', 'cli-s')).code).toBe(0);
+    // demo and cli-s hold both slots.
+    const full = await grove('resume', 'demo~cli-r');
+    expect(full.code).toBe(4);
+    expect(full.stderr).toMatch(/sandbox slots are in use/);
+    expect(await stateOf('demo~cli-r')).toBe('stopped');
+  });
+
+  it('resume in a terminal: a picker, the second entry chosen with the arrow key, started, the terminal given back; Esc cancels', async () => {
+    expect((await grove('stop', 'demo~cli-s')).code).toBe(0);
+    const order = (JSON.parse((await grove('resume', '--json')).stdout) as ResumeJson).workspaces;
+    expect(order.map((w) => w.slug).sort()).toEqual(['demo', 'demo~cli-r', 'demo~cli-s']);
+    const second = order[1];
+    if (!second) throw new Error('no second entry');
+    // Most recent activity first: cli-s (forked last), then cli-r (started in the test before), then demo.
+    expect(second).toMatchObject({ slug: 'demo~cli-r', state: 'stopped' });
+
+    const cancelled = await groveInTerminal(['resume'], 'number + Enter choose', '\x1b');
+    expect(cancelled.code).toBe(130);
+    expect(cancelled.output).not.toContain('/p/demo/w/');
+
+    const picked = await groveInTerminal(['resume'], 'number + Enter choose', '\x1b[B\r');
+    expect(picked.code, picked.output).toBe(0);
+    expect(picked.output).toContain('Resume a workspace (1 / 2 sandboxes running)');
+    for (const w of order) expect(picked.output).toContain(w.slug);
+    expect(picked.output).toContain(second.url);
+    expect(await stateOf(second.slug)).toBe('running');
+    for (const run of [cancelled, picked]) {
+      // The cursor is shown again and the terminal is back in cooked mode with echo.
+      expect(run.output.lastIndexOf('\x1b[?25h')).toBeGreaterThan(run.output.lastIndexOf('\x1b[?25l'));
+      expect(run.output).toMatch(/(^|\s)icanon(\s|$)/m);
+      expect(run.output).toMatch(/(^|\s)echo(\s|$)/m);
+    }
+    expect((await grove('stop', second.slug)).code).toBe(0);
+  });
+
+  it('restore brings back the uncommitted work of a torn-down workspace as a new one', async () => {
+    const file = 'notes-from-the-cli-test.txt';
+    const content = `kept across teardown ${'\u00e9'.repeat(3)}\n`;
+    fs.writeFileSync(path.join(fx.home, 'worktrees', 'demo', 'cli-s', file), content);
+    expect((await grove('rm', 'demo~cli-s')).stdout).toContain('gone');
+
+    const listed = await grove('restore', 'demo~cli-s', '--list');
+    expect(listed.code).toBe(0);
+    expect(listed.stdout).toMatch(/^1\s+refs\/grove\/demo\+cli-s\/teardown\/1\s+[0-9a-f]{12}$/m);
+
+    const restored = await grove('restore', 'demo~cli-s', '--name', 'cli-s2');
+    expect(restored.code, restored.stderr).toBe(0);
+    expect(restored.stdout).toContain('demo~cli-s2: running');
+    expect(restored.stdout).toContain(`${fx.s.base}/p/demo/w/cli-s2`);
+    expect(restored.stderr).toContain('demo~cli-s2: ready');
+    expect(fs.readFileSync(path.join(fx.home, 'worktrees', 'demo', 'cli-s2', file), 'utf8')).toBe(content);
+
+    const none = await grove('restore', 'demo~cli-r');
+    expect(none.code).toBe(3);
+    expect(none.stderr).toMatch(/no saved work for "demo~cli-r".*--from grove\/cli-r/);
+    expect((await grove('restore', 'demo~cli-s', '-n', '0')).code).toBe(2);
+  });
+
+  it('up starts a server from the clone (not the cwd) that answers with a working sign-in link; down stops it', async () => {
+    const home = makeHome('cli-up');
+    const url = `http://127.0.0.1:${await freePort()}`;
+    const { GROVE_TOKEN: _unused, ...inherited } = process.env;
+    const env = { ...inherited, GROVE_HOME: home, GROVE_URL: url, GROVE_DEMO: '0', GROVE_WEB_DIR: path.join(home, 'no-web'), GROVE_MAX_RUNNING: '1' };
+    let pid: number | undefined;
+    try {
+      const up = await run(['up', '--no-setup', '--json'], env, os.tmpdir());
+      expect(up.code, up.stderr).toBe(0);
+      const info = JSON.parse(up.stdout) as { url: string; login: string; pid: number; log: string; started: boolean };
+      pid = info.pid;
+      expect(info).toMatchObject({ url, started: true, log: path.join(home, 'logs', 'server.log') });
+      expect(fs.readFileSync(path.join(home, 'grove.pid'), 'utf8').trim()).toBe(String(info.pid));
+      expect((await fetch(`${url}/api/health`)).status).toBe(200);
+      const token = fs.readFileSync(path.join(home, 'token'), 'utf8').trim();
+      expect(info.login).toBe(`${url}/login?token=${token}`);
+      expect((await fetch(info.login, { redirect: 'manual' })).status).toBe(303);
+      expect((await fetch(`${url}/api/workspaces`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+
+      const again = await run(['up', '--no-setup'], env);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain(`Grove is already running at ${url} (pid ${pid})`);
+
+      const down = await run(['down'], env);
+      expect(down.code, down.stderr).toBe(0);
+      expect(down.stdout).toContain(`Grove stopped (pid ${pid})`);
+      await expect(fetch(`${url}/api/health`)).rejects.toThrow();
+      expect(fs.existsSync(path.join(home, 'grove.pid'))).toBe(false);
+      expect(fs.readFileSync(info.log, 'utf8')).toContain('grove.shutdown');
+      pid = undefined;
+      expect((await run(['down'], env)).stdout).toContain('Grove is not running');
+    } finally {
+      if (pid) process.kill(pid, 'SIGKILL');
+      cleanup(home);
+    }
+  });
+
+  it('has help with an example on every command', async () => {
+    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs']) {
+      const help = await grove(cmd, '--help');
+      expect(help.code).toBe(0);
+      expect(help.stdout).toContain(`grove ${cmd}`);
+      expect(help.stdout, cmd).toMatch(/Examples?:\n {2}\S*grove /);
+    }
   });
 });

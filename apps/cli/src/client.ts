@@ -27,7 +27,7 @@ export function createClient(env: CliEnv) {
         body: body === undefined ? undefined : JSON.stringify(body),
       });
     } catch (e) {
-      throw new ApiError(0, 'unreachable', `cannot reach Grove at ${env.url} (${(e as Error).message}); is it running? Start it with: npm run up`);
+      throw new ApiError(0, 'unreachable', `cannot reach Grove at ${env.url} (${(e as Error).message}); is it running? Start it with: grove up (or npm run up)`);
     }
     const json: unknown = await res.json().catch(() => ({}));
     if (!res.ok) {

@@ -1,52 +1,268 @@
 // `grove`: the command line of Grove; talks only to the registry API, with the contracts schemas.
-import { Command, CommanderError } from 'commander';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command, CommanderError, InvalidArgumentError } from 'commander';
 import {
   eventsResponseSchema,
+  healthResponseSchema,
+  lastMessageResponseSchema,
   listWorkspacesResponseSchema,
+  makeSlug,
+  parseSlug,
+  savedWorkResponseSchema,
   workspaceResponseSchema,
   forkAcceptedResponseSchema,
-  type GroveEvent,
+  type LastMessage,
   type ListWorkspacesResponse,
   type Workspace,
 } from '@grove/contracts';
 import { ApiError, createClient } from './client.ts';
-import { loadCliEnv } from './env.ts';
+import { loadCliEnv, readHomeToken } from './env.ts';
+import { ago, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
+import { runPicker } from './picker.ts';
+import { isAlive, logTail, repoRoot, runningPid, serverCommand, serverFiles } from './server-process.ts';
 
 /** Exit codes scripts can rely on. */
-export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, capacity: 4, unreachable: 5, unauthorized: 6 } as const;
+export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, capacity: 4, unreachable: 5, unauthorized: 6, cancelled: 130 } as const;
+
+/** Ends the command with this exit code; the message (if any) goes to stderr. */
+class Exit extends Error {
+  constructor(
+    readonly code: number,
+    message = '',
+  ) {
+    super(message);
+  }
+}
 
 const PHASES: Record<string, string> = {
   'workspace.reserved': 'slot reserved',
   'workspace.prepared': 'worktree ready',
   'sandbox.started': 'sandbox started',
   'workspace.registered': 'ready',
+  'workspace.started': 'ready',
   spawn_failed: 'failed',
 };
 
-function table(rows: string[][]): string {
-  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
-}
+const POLL_MS = 250;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const enc = encodeURIComponent;
+const out = (s: string): void => void process.stdout.write(`${s}\n`);
+const err = (s: string): void => void process.stderr.write(`${s}\n`);
 
 function printList(list: ListWorkspacesResponse): void {
   const { running, creating, cap } = list.capacity;
   const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, w.state, w.branch, w.lastActivityAt ?? '-'])];
-  process.stdout.write(`${list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>'}\n`);
-  process.stdout.write(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}\n`);
+  out(list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>');
+  out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}`);
 }
 
 function printWorkspace(w: Workspace, json: boolean): void {
-  process.stdout.write(json ? `${JSON.stringify(w)}\n` : `${w.slug}: ${w.state}${w.failureReason ? ` (${w.failureReason})` : ''}\n`);
+  out(json ? JSON.stringify(w) : `${w.slug}: ${w.state}${w.failureReason ? ` (${w.failureReason})` : ''}`);
+}
+
+function positiveInt(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number from 1 up');
+  return n;
 }
 
 export function buildProgram(): Command {
   const env = loadCliEnv();
   const { call } = createClient(env);
+
+  /** The id of the newest event of a slug (0 without any), so progress shows only what happens from now on. */
+  async function lastEventId(slug: string): Promise<number> {
+    let after = 0;
+    for (;;) {
+      const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${after}&limit=1000`);
+      after = events.at(-1)?.id ?? after;
+      if (events.length < 1000) return after;
+    }
+  }
+
+  /** Print the lifecycle phases of `slug` (events after `after`) on stderr while `task` runs; then its result. */
+  async function withProgress<T>(slug: string, after: number, task: Promise<T>, quiet: boolean): Promise<T> {
+    let settled = false;
+    const done = task.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    let cursor = after;
+    const pump = async () => {
+      const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${cursor}&limit=1000`);
+      for (const e of events) {
+        cursor = e.id;
+        const phase = PHASES[e.type];
+        if (phase && !quiet) err(`${slug}: ${phase}${e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : ''}`);
+      }
+    };
+    // Progress is a courtesy: the task's own answer says whether it worked, so a failed read is skipped.
+    while (!settled) {
+      await pump().catch(() => undefined);
+      await Promise.race([done, sleep(POLL_MS)]);
+    }
+    await pump().catch(() => undefined);
+    return task;
+  }
+
+  /** Poll a workspace that is being created until it runs (or its creation failed). */
+  async function untilRunning(slug: string): Promise<Workspace> {
+    for (;;) {
+      const { workspace } = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
+      if (workspace.state === 'running') return workspace;
+      if (workspace.state !== 'creating') throw new ApiError(500, 'spawn_failed', `${slug}: ${workspace.state}${workspace.failureReason ? ` - ${workspace.failureReason}` : ''}`);
+      await sleep(POLL_MS);
+    }
+  }
+
+  /** Fork-like: print the running workspace and where the dashboard opens it. */
+  function printReady(w: Workspace, json: boolean): void {
+    if (json) return out(JSON.stringify({ ...w, url: workspaceUrl(env.url, w) }));
+    printWorkspace(w, false);
+    out(workspaceUrl(env.url, w));
+  }
+
+  async function healthy(): Promise<boolean> {
+    try {
+      const r = await fetch(`${env.url}/api/health`, { signal: AbortSignal.timeout(2_000) });
+      return r.ok && healthResponseSchema.safeParse(await r.json()).success;
+    } catch {
+      return false;
+    }
+  }
+
   const program = new Command('grove')
     .description('Run coding agents in parallel, each in its own sandboxed workspace.')
-    .addHelpText('after', `\nEnvironment: GROVE_URL (default http://localhost:4300), GROVE_TOKEN (default: read from GROVE_HOME/token).\nExit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 capacity reached, 5 Grove unreachable, 6 unauthorized.`)
+    .addHelpText(
+      'after',
+      `\nStart here: grove up (from a clone of Grove), then grove fork <project> <name>, grove resume.\nEnvironment: GROVE_URL (default http://localhost:4300), GROVE_TOKEN (default: read from GROVE_HOME/token), GROVE_HOME (default ~/.grove).\nExit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 capacity reached, 5 Grove unreachable, 6 unauthorized, 130 cancelled.`,
+    )
     .exitOverride()
     .showHelpAfterError();
+
+  program
+    .command('up')
+    .description('start Grove from this clone: setup, then the server in the background (log and pid under GROVE_HOME); prints the sign-in link')
+    .option('--no-setup', 'skip scripts/setup.sh (npm dependencies, Docker, sandbox image, dashboard build)')
+    .option('--foreground', 'keep the server attached to this terminal (Ctrl-C stops it)')
+    .option('--timeout <seconds>', 'how long to wait for the server to answer', positiveInt, 180)
+    .option('--json', 'print { url, login, pid, log, started } as JSON')
+    .addHelpText('after', '\nExamples:\n  grove up                 # setup, start in the background, print the sign-in link\n  grove up --foreground    # the same, attached; Ctrl-C stops it\n  GROVE_URL=http://localhost:4400 grove up --no-setup')
+    .action(async (o: { setup: boolean; foreground?: boolean; timeout: number; json?: boolean }) => {
+      const files = serverFiles(env.home);
+      const report = (pid: number | null, started: boolean) => {
+        const token = env.token ?? readHomeToken(env.home);
+        const login = token ? `${env.url}/login?token=${enc(token)}` : null;
+        if (o.json) return out(JSON.stringify({ url: env.url, login, pid, log: pid === null ? null : files.log, started }));
+        out(`Grove is ${started ? 'running' : 'already running'} at ${env.url}${pid === null ? '' : ` (pid ${pid})`}`);
+        out(login ? `Sign in: ${login}` : `Sign in with the token in ${path.join(env.home, 'token')} (or GROVE_TOKEN)`);
+        if (pid !== null && !o.foreground) out(`Log: ${files.log}\nStop it with: grove down`);
+      };
+      if (await healthy()) return report(runningPid(files), false);
+      const host = new URL(env.url).hostname;
+      if (!['localhost', '127.0.0.1', '[::1]'].includes(host)) {
+        throw new Error(`nothing answers at ${env.url}, and grove up only starts Grove on this machine (GROVE_URL names ${host})`);
+      }
+
+      let pid = runningPid(files);
+      let child: ChildProcess | undefined;
+      if (pid !== null) {
+        err(`a Grove server started earlier (pid ${pid}) does not answer yet; waiting for it`);
+      } else {
+        const root = repoRoot();
+        const cmd = serverCommand(root, process.execPath);
+        if (o.setup) {
+          err('grove: running scripts/setup.sh (skip with --no-setup)');
+          // Setup talks on stderr: stdout stays the command's answer (and JSON with --json).
+          const code = await new Promise<number | null>((resolve, reject) => {
+            const s = spawn('bash', [path.join(root, 'scripts', 'setup.sh')], { cwd: root, env: env.serverEnv, stdio: ['ignore', process.stderr, process.stderr] });
+            s.once('error', reject);
+            s.once('exit', resolve);
+          });
+          if (code !== 0) throw new Error(`scripts/setup.sh failed (exit ${code}); fix what it says above, or skip it with --no-setup`);
+        }
+        fs.mkdirSync(path.dirname(files.log), { recursive: true, mode: 0o700 });
+        const [bin = process.execPath, ...args] = cmd.argv;
+        if (o.foreground) {
+          child = spawn(bin, args, { cwd: cmd.cwd, env: env.serverEnv, stdio: 'inherit' });
+        } else {
+          const log = fs.openSync(files.log, 'a');
+          // Its own session: the server outlives this command and the terminal it ran in.
+          child = spawn(bin, args, { cwd: cmd.cwd, env: env.serverEnv, detached: true, stdio: ['ignore', log, log] });
+          fs.closeSync(log);
+        }
+        const started = child;
+        await new Promise<void>((resolve, reject) => {
+          started.once('spawn', resolve);
+          started.once('error', reject);
+        });
+        pid = started.pid ?? null;
+        if (pid === null) throw new Error('the server process did not start');
+        fs.writeFileSync(files.pid, `${pid}\n`, { mode: 0o600 });
+        if (!o.foreground) child.unref();
+      }
+
+      const serverPid = pid;
+      const until = Date.now() + o.timeout * 1000;
+      const tty = process.stderr.isTTY;
+      const where = o.foreground ? '' : `, log: ${files.log}`;
+      let dots = 0;
+      if (!tty) err(`grove: starting Grove (pid ${serverPid}${where})`);
+      for (;;) {
+        if (await healthy()) break;
+        if (!isAlive(serverPid) || child?.exitCode != null || child?.signalCode != null) {
+          if (tty) process.stderr.write('\n');
+          fs.rmSync(files.pid, { force: true });
+          throw new Error(`the server exited before it answered${o.foreground ? ' (its output is above)' : `; the end of ${files.log}:\n${logTail(files.log)}`}`);
+        }
+        if (Date.now() > until) {
+          if (tty) process.stderr.write('\n');
+          throw new Error(`the server (pid ${serverPid}) does not answer at ${env.url}/api/health after ${o.timeout}s; it keeps starting in the background (see ${files.log}; stop it with grove down)`);
+        }
+        if (tty) process.stderr.write(`\rgrove: starting Grove (pid ${serverPid}${where}) ${'.'.repeat((dots = (dots % 3) + 1)).padEnd(3)}`);
+        await sleep(POLL_MS);
+      }
+      if (tty) process.stderr.write('\rgrove: Grove answers' + ' '.repeat(40) + '\n');
+      report(serverPid, true);
+
+      if (!child || !o.foreground) return;
+      // Attached: Ctrl-C reaches the server too (same process group); wait for its graceful exit.
+      const attached = child;
+      const forward = (signal: NodeJS.Signals) => () => attached.kill(signal);
+      process.on('SIGINT', () => undefined);
+      process.on('SIGTERM', forward('SIGTERM'));
+      const code = await new Promise<number>((resolve) => attached.once('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
+      fs.rmSync(files.pid, { force: true });
+      if (code !== 0) throw new Exit(EXIT.error, `the server exited with ${code}`);
+    });
+
+  program
+    .command('down')
+    .description('stop the Grove server started by grove up (SIGTERM, then wait until it has shut down)')
+    .option('--timeout <seconds>', 'how long to wait for it to exit', positiveInt, 60)
+    .option('--json', 'print { stopped, pid } as JSON')
+    .addHelpText('after', '\nExample:\n  grove down    # sandboxes keep running; the next grove up reconnects to them')
+    .action(async (o: { timeout: number; json?: boolean }) => {
+      const files = serverFiles(env.home);
+      const pid = runningPid(files);
+      if (pid === null) {
+        if (await healthy()) throw new Error(`Grove answers at ${env.url}, but no server started by grove up runs for GROVE_HOME=${env.home} (no live pid in ${files.pid}); stop it where it was started`);
+        if (o.json) return out(JSON.stringify({ stopped: false, pid: null }));
+        return out('Grove is not running');
+      }
+      if (!o.json) err(`grove: stopping Grove (pid ${pid})`);
+      process.kill(pid, 'SIGTERM');
+      const until = Date.now() + o.timeout * 1000;
+      while (isAlive(pid)) {
+        if (Date.now() > until) throw new Error(`the server (pid ${pid}) did not exit within ${o.timeout}s of SIGTERM; see ${files.log} (kill -9 ${pid} forces it)`);
+        await sleep(100);
+      }
+      fs.rmSync(files.pid, { force: true });
+      if (o.json) return out(JSON.stringify({ stopped: true, pid }));
+      out(`Grove stopped (pid ${pid}). Sandboxes keep running; grove up reconnects to them.`);
+    });
 
   program
     .command('ls')
@@ -54,12 +270,13 @@ export function buildProgram(): Command {
     .option('--json', 'print JSON')
     .option('--all', 'include torn-down workspaces')
     .option('-p, --project <project>', 'only this project')
+    .addHelpText('after', '\nExamples:\n  grove ls\n  grove ls --all --json | jq -r ".workspaces[].slug"')
     .action(async (o: { json?: boolean; all?: boolean; project?: string }) => {
       const q = new URLSearchParams();
       if (o.all) q.set('all', '1');
       if (o.project) q.set('project', o.project);
       const list = await call(listWorkspacesResponseSchema, 'GET', `/api/workspaces${q.size ? `?${q}` : ''}`);
-      if (o.json) process.stdout.write(`${JSON.stringify(list)}\n`);
+      if (o.json) out(JSON.stringify(list));
       else printList(list);
     });
 
@@ -68,25 +285,103 @@ export function buildProgram(): Command {
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
     .option('--json', 'print the workspace as JSON')
+    .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login')
     .action(async (project: string, name: string, o: { from?: string; json?: boolean }) => {
+      const after = await lastEventId(makeSlug(project, name)).catch(() => 0);
       const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project, name, ...(o.from ? { from: o.from } : {}) });
       const slug = accepted.workspace.slug;
-      const seen = new Set<number>();
-      for (;;) {
-        const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${encodeURIComponent(slug)}`);
-        for (const e of events.filter((x: GroveEvent) => !seen.has(x.id))) {
-          seen.add(e.id);
-          const phase = PHASES[e.type];
-          if (phase && !o.json) process.stderr.write(`${slug}: ${phase}${e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : ''}\n`);
-        }
-        const { workspace } = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${encodeURIComponent(slug)}`);
-        if (workspace.state === 'running') return printWorkspace(workspace, Boolean(o.json));
-        if (workspace.state === 'failed' || workspace.state === 'gone') {
-          printWorkspace(workspace, Boolean(o.json));
-          throw new ApiError(500, 'spawn_failed', workspace.failureReason ?? 'fork failed');
-        }
-        await new Promise((r) => setTimeout(r, 250));
+      printReady(await withProgress(slug, after, untilRunning(slug), Boolean(o.json)), Boolean(o.json));
+    });
+
+  /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
+  async function resumeOne(slug: string, json: boolean): Promise<void> {
+    let { workspace } = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
+    if (workspace.state === 'gone' || workspace.state === 'failed') {
+      const why = workspace.state === 'gone' ? 'was torn down' : `failed to start${workspace.failureReason ? ` (${workspace.failureReason})` : ''}`;
+      throw new ApiError(404, 'workspace_not_found', `workspace "${slug}" ${why}; its branch ${workspace.branch} is kept. Saved work comes back with: grove restore ${slug} --name <new-name>`);
+    }
+    if (workspace.state === 'tearing-down') throw new ApiError(409, 'invalid_state', `workspace "${slug}" is being torn down`);
+    if (workspace.state !== 'running') {
+      const after = await lastEventId(slug);
+      const task = workspace.state === 'creating' ? untilRunning(slug) : call(workspaceResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/start`).then((r) => r.workspace);
+      workspace = await withProgress(slug, after, task, json);
+    }
+    if (json) return out(JSON.stringify({ ...workspace, url: workspaceUrl(env.url, workspace) }));
+    err(`${workspace.slug}: ${workspace.state}`);
+    out(workspaceUrl(env.url, workspace));
+  }
+
+  program
+    .command('resume [slug]')
+    .description('reopen a workspace (starting its sandbox if stopped) and print its URL; without a slug, pick one: most recent first, with state and last message')
+    .option('--json', 'print JSON (the list without a slug, the workspace with one)')
+    .option('-p, --project <project>', 'only this project')
+    .addHelpText(
+      'after',
+      '\nIn a terminal, `grove resume` opens a picker: ↑/↓ or j/k move, a number + Enter chooses, Esc/q/Ctrl-C cancels (exit 130).\nOtherwise it prints the list and exits 0.\n\nExamples:\n  grove resume               # pick one\n  grove resume demo~fix-1    # reopen this one\n  grove resume --json | jq -r ".workspaces[0].slug"',
+    )
+    .action(async (slug: string | undefined, o: { json?: boolean; project?: string }) => {
+      if (slug) return resumeOne(slug, Boolean(o.json));
+      const q = o.project ? `?project=${enc(o.project)}` : '';
+      const list = await call(listWorkspacesResponseSchema, 'GET', `/api/workspaces${q}`);
+      const candidates = resumeCandidates(list.workspaces);
+      const rows = await Promise.all(
+        candidates.map(async (workspace) => ({
+          workspace,
+          // The quote is a nicety: a workspace whose thread cannot be read is listed without it.
+          lastMessage: await call(lastMessageResponseSchema, 'GET', `/api/workspaces/${enc(workspace.slug)}/last-message`).then(
+            (r) => r.lastMessage,
+            (): LastMessage | null => null,
+          ),
+        })),
+      );
+      const now = Date.now();
+      const { running, cap } = list.capacity;
+      if (o.json || !process.stdin.isTTY || !process.stdout.isTTY) {
+        if (o.json) return out(JSON.stringify({ workspaces: rows.map((r) => ({ ...r.workspace, lastMessage: r.lastMessage, url: workspaceUrl(env.url, r.workspace) })), capacity: list.capacity }));
+        if (!rows.length) return out('No workspaces to resume. Fork one: grove fork <project> <name>');
+        out(resumeTable(rows, now));
+        return out(`\n${running} / ${cap} sandboxes running. Reopen one: grove resume <slug>`);
       }
+      if (!rows.length) return out('No workspaces to resume. Fork one: grove fork <project> <name>');
+      const width = process.stdout.columns || 80;
+      const lines = table(rows.map((r) => [r.workspace.slug, r.workspace.state, ago(r.workspace.lastActivityAt, now), quote(r.lastMessage, Math.max(20, width - 60))])).split('\n');
+      const chosen = await runPicker(`Resume a workspace (${running} / ${cap} sandboxes running):`, lines, { input: process.stdin, output: process.stdout });
+      const pick = chosen === null ? undefined : rows[chosen];
+      if (!pick) throw new Exit(EXIT.cancelled, 'cancelled');
+      await resumeOne(pick.workspace.slug, false);
+    });
+
+  program
+    .command('restore <slug>')
+    .description("bring back a torn-down workspace's saved work (refs/grove/<slug>/teardown/<n>) as a new workspace")
+    .option('--name <name>', 'name of the new workspace (default: <name>-restored)')
+    .option('-n, --number <n>', 'which saved work (default: the newest; see --list)', positiveInt)
+    .option('--list', 'only list the saved work of <slug>')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove restore demo~fix-1 --list\n  grove restore demo~fix-1 --name fix-1-again\n  grove restore demo~fix-1 -n 1 --name first-try')
+    .action(async (slug: string, o: { name?: string; number?: number; list?: boolean; json?: boolean }) => {
+      const { saved } = await call(savedWorkResponseSchema, 'GET', `/api/workspaces/${enc(slug)}/saved`);
+      if (o.list) {
+        if (o.json) return out(JSON.stringify({ saved }));
+        if (!saved.length) return out(`No saved work for ${slug}.`);
+        return out(table([['N', 'REF', 'COMMIT'], ...saved.map((s) => [String(s.n), s.ref, s.commit.slice(0, 12)])]));
+      }
+      const { project, name: oldName } = parseSlug(slug);
+      if (!saved.length) {
+        const branch = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`).then(
+          (r) => r.workspace.branch,
+          () => null,
+        );
+        const way = branch ? `; its branch is kept: grove fork ${project} <name> --from ${branch}` : '';
+        throw new ApiError(404, 'not_found', `no saved work for "${slug}" (nothing was left uncommitted when it was removed)${way}`);
+      }
+      const name = o.name ?? `${oldName}-restored`;
+      const newSlug = makeSlug(project, name);
+      const after = await lastEventId(newSlug).catch(() => 0);
+      const accepted = await call(forkAcceptedResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/restore?wait=false`, { name, ...(o.number ? { n: o.number } : {}) });
+      const target = accepted.workspace.slug;
+      printReady(await withProgress(target, after, untilRunning(target), Boolean(o.json)), Boolean(o.json));
     });
 
   for (const [cmd, method, suffix, text] of [
@@ -98,8 +393,9 @@ export function buildProgram(): Command {
       .command(`${cmd} <slug>`)
       .description(text)
       .option('--json', 'print JSON')
+      .addHelpText('after', `\nExample:\n  grove ${cmd} demo~fix-login`)
       .action(async (slug: string, o: { json?: boolean }) => {
-        const { workspace } = await call(workspaceResponseSchema, method, `/api/workspaces/${encodeURIComponent(slug)}${suffix}`);
+        const { workspace } = await call(workspaceResponseSchema, method, `/api/workspaces/${enc(slug)}${suffix}`);
         printWorkspace(workspace, Boolean(o.json));
       });
   }
@@ -108,22 +404,24 @@ export function buildProgram(): Command {
     .command('logs <slug>')
     .description("print a workspace's audit trail")
     .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove logs demo~fix-login\n  grove logs demo --json | jq -r .type')
     .action(async (slug: string, o: { json?: boolean }) => {
-      const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${encodeURIComponent(slug)}`);
-      for (const e of events) process.stdout.write(o.json ? `${JSON.stringify(e)}\n` : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}\n`);
+      const { events } = await call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}`);
+      for (const e of events) out(o.json ? JSON.stringify(e) : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}`);
     });
 
   return program;
 }
 
-function exitCodeFor(err: unknown): number {
-  if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
-  if (err instanceof ApiError) {
-    if (err.code === 'unreachable') return EXIT.unreachable;
-    if (err.status === 401) return EXIT.unauthorized;
-    if (err.status === 404) return EXIT.notFound;
-    if (err.status === 429) return EXIT.capacity;
-    if (err.status === 422) return EXIT.usage;
+function exitCodeFor(e: unknown): number {
+  if (e instanceof Exit) return e.code;
+  if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  if (e instanceof ApiError) {
+    if (e.code === 'unreachable') return EXIT.unreachable;
+    if (e.status === 401) return EXIT.unauthorized;
+    if (e.status === 404) return EXIT.notFound;
+    if (e.status === 429) return EXIT.capacity;
+    if (e.status === 422) return EXIT.usage;
   }
   return EXIT.error;
 }
@@ -132,8 +430,9 @@ export async function run(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv, { from: 'user' });
     return EXIT.ok;
-  } catch (err) {
-    if (!(err instanceof CommanderError)) process.stderr.write(`grove: ${err instanceof Error ? err.message : String(err)}\n`);
-    return exitCodeFor(err);
+  } catch (e) {
+    const silent = e instanceof CommanderError || (e instanceof Exit && !e.message);
+    if (!silent) err(`grove: ${e instanceof Error ? e.message : String(e)}`);
+    return exitCodeFor(e);
   }
 }

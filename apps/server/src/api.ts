@@ -16,6 +16,7 @@ import {
   type EgressResponse,
   type ErrorCode,
   type EventsResponse,
+  type LastMessageResponse,
   type GroveEvent,
   type ListWorkspacesResponse,
   type SavedWorkResponse,
@@ -108,6 +109,9 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.post('/api/workspaces/:slug/stop', async (c) => c.json({ workspace: await grove.stop(slugParam(c)) } satisfies WorkspaceResponse));
   app.post('/api/workspaces/:slug/start', async (c) => c.json({ workspace: await grove.start(slugParam(c)) } satisfies WorkspaceResponse));
   app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
+
+  // The last thing said in the thread, read by the host: a picker can quote it while the workspace is stopped.
+  app.get('/api/workspaces/:slug/last-message', async (c) => c.json({ lastMessage: await grove.lastMessage(slugParam(c)) } satisfies LastMessageResponse));
 
   // Work saved from a workspace's worktree before it was removed (refs/grove/<slug>/teardown/<n>), and bringing
   // it back as a new workspace. The slug may be gone: saved work outlives it.

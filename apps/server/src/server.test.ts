@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError, type GroveEvent, type Workspace } from '@grove/contracts';
+import { GroveError, lastMessageResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
 import { createGroveServer, type GroveServer } from './server.ts';
 
 // Handlers tested in memory: a small in-memory Grove (the registry logic itself is tested in
@@ -51,6 +51,10 @@ const grove: Grove = {
   start: async (slug) => ws(slug, 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
   savedWork: async (slug) => (slug === 'demo~old' ? [{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }] : []),
+  lastMessage: async (slug) => {
+    if (!registry.has(slug)) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    return slug === 'demo~off' ? { who: 'agent', text: 'all green', at: '2026-01-01T00:00:00.000Z' } : null;
+  },
   restore: async (slug, req) => {
     forks.push({ restore: slug, ...req });
     if (slug !== 'demo~old') throw new GroveError('not_found', `workspace "${slug}" has no saved work to restore`);
@@ -219,6 +223,18 @@ describe('registry API', () => {
     const badFrom = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'ok', from: '--upload-pack=x' }) });
     expect(badFrom.status).toBe(422);
     expect((await readBody(badFrom)).code).toBe('invalid_input');
+  });
+
+  it('answers the last message of a workspace, stopped or not, checked with the contracts schema', async () => {
+    const stopped = await fetch(`${base}/api/workspaces/demo~off/last-message`, { headers: auth });
+    expect(stopped.status).toBe(200);
+    expect(lastMessageResponseSchema.parse(await stopped.json())).toEqual({ lastMessage: { who: 'agent', text: 'all green', at: '2026-01-01T00:00:00.000Z' } });
+    expect(await (await fetch(`${base}/api/workspaces/demo/last-message`, { headers: auth })).json()).toEqual({ lastMessage: null });
+    const missing = await fetch(`${base}/api/workspaces/demo~ghost/last-message`, { headers: auth });
+    expect(missing.status).toBe(404);
+    expect((await readBody(missing)).code).toBe('workspace_not_found');
+    expect((await fetch(`${base}/api/workspaces/..%2Fx/last-message`, { headers: auth })).status).toBe(422);
+    expect((await fetch(`${base}/api/workspaces/demo~off/last-message`)).status).toBe(401);
   });
 
   it('lists saved work and restores it as a new workspace; from accepts only recovery refs under refs/grove/', async () => {

@@ -108,6 +108,15 @@ export const savedWorkSchema = z.object({ ref: z.string(), n: z.number().int().p
 export const savedWorkResponseSchema = z.object({ saved: z.array(savedWorkSchema) });
 export type SavedWorkResponse = z.infer<typeof savedWorkResponseSchema>;
 
+/**
+ * GET /api/workspaces/:slug/last-message: the last thing said in the workspace's thread (by the user or the
+ * agent, on one line, shortened), read by the host so it is there while the workspace is stopped.
+ */
+export const lastMessageSchema = z.object({ who: z.enum(['user', 'agent']), text: z.string(), at: z.string() });
+export type LastMessage = z.infer<typeof lastMessageSchema>;
+export const lastMessageResponseSchema = z.object({ lastMessage: lastMessageSchema.nullable() });
+export type LastMessageResponse = z.infer<typeof lastMessageResponseSchema>;
+
 export const listWorkspacesResponseSchema = z.object({
   workspaces: z.array(workspaceSchema),
   capacity: capacitySchema,

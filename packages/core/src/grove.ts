@@ -15,7 +15,7 @@ import {
   workspaceNameSchema,
   egressPolicySchema,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
@@ -48,6 +48,7 @@ import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } fro
 import { HostServices } from './host-services.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
 import type { RevertRecord } from './turn-snapshots.ts';
+import { readLastMessage } from './thread-summary.ts';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
@@ -220,6 +221,15 @@ class GroveImpl implements Grove {
     const row = this.store.live(slug) ?? this.store.latest(slug);
     if (!row) throw notFound(slug);
     return toWorkspace(row);
+  }
+
+  async lastMessage(slug: string): Promise<LastMessage | null> {
+    validSlug(slug);
+    const row = this.store.live(slug) ?? this.store.latest(slug);
+    if (!row) throw notFound(slug);
+    // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
+    if (row.state === 'gone') return null;
+    return readLastMessage(this.paths.thread(slug));
   }
 
   async events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {

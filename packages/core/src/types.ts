@@ -1,5 +1,5 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
-import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
+import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
@@ -68,6 +68,11 @@ export interface Grove {
   savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>>;
   /** Fork a new workspace (req.name) from a recovery ref of slug: the newest, or number req.n. Like fork otherwise. */
   restore(slug: string, req: RestoreRequest, opts?: { wait?: boolean }): Promise<Workspace>;
+  /**
+   * The last thing said in the workspace's thread (user or agent), read from the host's thread dir, so it works
+   * while the workspace is stopped; null when nothing was said. Throws workspace_not_found.
+   */
+  lastMessage(slug: string): Promise<LastMessage | null>;
   /** The project's config (agent, allowed paths); {} when it has none. */
   projectConfig(project: string): Promise<ProjectConfig>;
   /** Validate and replace a project's config; it applies to containers created afterwards. */

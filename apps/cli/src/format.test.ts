@@ -1,0 +1,69 @@
+// The CLI's text helpers: tables, relative times, URLs, resume order.
+import { describe, expect, it } from 'vitest';
+import type { Workspace } from '@grove/contracts';
+import { ago, oneLine, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
+
+const now = Date.parse('2026-01-10T12:00:00.000Z');
+function ws(slug: string, state: Workspace['state'], lastActivityAt: string | null, updatedAt = '2026-01-01T00:00:00.000Z'): Workspace {
+  const [project = 'demo', name = 'default'] = slug.split('~');
+  return { slug, project, name, isDefault: !slug.includes('~'), branch: `grove/${name}`, baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: updatedAt, updatedAt, lastActivityAt };
+}
+
+describe('table', () => {
+  it('pads columns to the widest cell and trims the end of each line', () => {
+    expect(table([['A', 'BB', 'C'], ['long', 'x', '']])).toBe('A     BB  C\nlong  x');
+    expect(table([])).toBe('');
+  });
+});
+
+describe('oneLine / quote / ago', () => {
+  it('flattens and shortens', () => {
+    expect(oneLine(' a\n\n b  c ', 10)).toBe('a b c');
+    expect(oneLine('abcdefghij', 5)).toBe('abcd…');
+    expect(quote({ who: 'agent', text: 'all green', at: '' }, 40)).toBe('agent: all green');
+    expect(quote(null, 40)).toBe('-');
+  });
+  it('says how long ago', () => {
+    expect(ago(null, now)).toBe('-');
+    expect(ago('garbage', now)).toBe('-');
+    expect(ago('2026-01-10T11:59:30.000Z', now)).toBe('just now');
+    expect(ago('2026-01-10T11:55:00.000Z', now)).toBe('5m ago');
+    expect(ago('2026-01-10T09:00:00.000Z', now)).toBe('3h ago');
+    expect(ago('2026-01-08T12:00:00.000Z', now)).toBe('2d ago');
+    expect(ago('2026-01-11T00:00:00.000Z', now)).toBe('just now');
+  });
+});
+
+describe('workspaceUrl', () => {
+  it('is the dashboard route of the workspace, escaped', () => {
+    expect(workspaceUrl('http://localhost:4300', ws('demo~fix-1', 'running', null))).toBe('http://localhost:4300/p/demo/w/fix-1');
+    expect(workspaceUrl('http://h', ws('demo', 'running', null))).toBe('http://h/p/demo/w/default');
+  });
+});
+
+describe('resumeCandidates / resumeTable', () => {
+  it('drops gone and tearing-down workspaces and puts the most recently active first', () => {
+    const list = [
+      ws('demo~old', 'stopped', '2026-01-02T00:00:00.000Z'),
+      ws('demo~gone', 'gone', '2026-01-09T00:00:00.000Z'),
+      ws('demo~new', 'running', '2026-01-09T00:00:00.000Z'),
+      ws('demo~never', 'stopped', null),
+      ws('demo~bye', 'tearing-down', '2026-01-09T00:00:00.000Z'),
+    ];
+    expect(resumeCandidates(list).map((w) => w.slug)).toEqual(['demo~new', 'demo~old', 'demo~never']);
+  });
+  it('prints number, slug, state, activity and the quoted last message', () => {
+    const text = resumeTable(
+      [
+        { workspace: ws('demo~a', 'running', '2026-01-10T11:00:00.000Z'), lastMessage: { who: 'user', text: 'fix\nit', at: '' } },
+        { workspace: ws('demo~b', 'stopped', null), lastMessage: null },
+      ],
+      now,
+    );
+    expect(text.split('\n')).toEqual([
+      '#  SLUG    STATE    LAST ACTIVITY  LAST MESSAGE',
+      '1  demo~a  running  1h ago         user: fix it',
+      '2  demo~b  stopped  -              -',
+    ]);
+  });
+});

@@ -1,0 +1,57 @@
+// Pure text helpers of the CLI: tables, relative times, one-line cells, the workspace URL, resume order.
+import type { LastMessage, Workspace } from '@grove/contracts';
+
+/** Columns padded to their widest cell, two spaces apart; trailing blanks trimmed. */
+export function table(rows: readonly (readonly string[])[]): string {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length))) ?? [];
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
+}
+
+/** A cell on one line of at most `max` characters. */
+export function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  if (flat.length <= max) return flat;
+  return max <= 1 ? flat.slice(0, max) : `${flat.slice(0, max - 1).trimEnd()}…`;
+}
+
+/** "just now", "5m ago", "3h ago", "2d ago"; "-" for no time. */
+export function ago(iso: string | null, now: number): string {
+  if (!iso) return '-';
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return '-';
+  const s = Math.max(0, Math.round((now - t) / 1000));
+  if (s < 60) return 'just now';
+  if (s < 3600) return `${Math.floor(s / 60)}m ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ago`;
+  return `${Math.floor(s / 86_400)}d ago`;
+}
+
+/** Where the dashboard opens a workspace: <url>/p/<project>/w/<name> (the default workspace's name is "default"). */
+export function workspaceUrl(base: string, w: Pick<Workspace, 'project' | 'name'>): string {
+  return `${base}/p/${encodeURIComponent(w.project)}/w/${encodeURIComponent(w.name)}`;
+}
+
+function activity(w: Workspace): number {
+  const t = Date.parse(w.lastActivityAt ?? w.updatedAt);
+  return Number.isNaN(t) ? 0 : t;
+}
+
+/** Workspaces one can go back to (not gone or being torn down), most recently active first. */
+export function resumeCandidates(workspaces: readonly Workspace[]): Workspace[] {
+  return workspaces
+    .filter((w) => w.state !== 'gone' && w.state !== 'tearing-down')
+    .sort((a, b) => activity(b) - activity(a) || a.slug.localeCompare(b.slug));
+}
+
+export function quote(m: LastMessage | null | undefined, max: number): string {
+  if (!m) return '-';
+  return oneLine(`${m.who}: ${m.text}`, max);
+}
+
+/** The non-interactive `grove resume` list. */
+export function resumeTable(rows: ReadonlyArray<{ workspace: Workspace; lastMessage: LastMessage | null }>, now: number, messageWidth = 60): string {
+  return table([
+    ['#', 'SLUG', 'STATE', 'LAST ACTIVITY', 'LAST MESSAGE'],
+    ...rows.map((r, i) => [String(i + 1), r.workspace.slug, r.workspace.state, ago(r.workspace.lastActivityAt, now), quote(r.lastMessage, messageWidth)]),
+  ]);
+}

@@ -1,0 +1,66 @@
+// The last message of a thread, read from thread.jsonl on the host (pure file reading, real temp files).
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { readLastMessage } from './thread-summary.ts';
+
+const dirs: string[] = [];
+function threadDir(lines: Array<Record<string, unknown> | string>): string {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-thread-summary-'));
+  dirs.push(dir);
+  const text = lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n');
+  fs.writeFileSync(path.join(dir, 'thread.jsonl'), text);
+  return dir;
+}
+afterEach(() => {
+  for (const d of dirs.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+});
+
+let seq = 0;
+const at = '2026-01-02T03:04:05.000Z';
+const user = (text: string) => ({ seq: seq++, turn: 't1', at, kind: 'user', text });
+const agent = (text: string) => ({ seq: seq++, turn: 't1', at, kind: 'assistant', text });
+const tool = () => ({ seq: seq++, turn: 't1', at, kind: 'tool_result', callId: 'c', output: 'x'.repeat(300), isError: false });
+const end = () => ({ seq: seq++, turn: 't1', at, kind: 'turn_end', status: 'completed' });
+
+describe('readLastMessage', () => {
+  it('is null without a thread file or without anything said', async () => {
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-thread-summary-'));
+    dirs.push(empty);
+    expect(await readLastMessage(empty)).toBeNull();
+    expect(await readLastMessage(threadDir([tool(), end()]))).toBeNull();
+  });
+
+  it('skips tool lines, turn ends, blank text and a torn last line', async () => {
+    const dir = threadDir([user('fix the bug'), agent('  done:\n\nall   green '), tool(), agent('   '), end(), '{"seq":99,"kind":"user","te']);
+    expect(await readLastMessage(dir)).toEqual({ who: 'agent', text: 'done: all green', at });
+    expect(await readLastMessage(threadDir([agent('hi'), user('thanks')]))).toEqual({ who: 'user', text: 'thanks', at });
+  });
+
+  it('shortens a long message to max characters', async () => {
+    const m = await readLastMessage(threadDir([agent('a long reply')]), { max: 6 });
+    expect(m?.text).toBe('a lon…');
+  });
+
+  it('finds a message many chunks back, with multi-byte text across chunk edges', async () => {
+    const text = `grüße ${'ä€'.repeat(200)} 🌳`;
+    const dir = threadDir([user('first'), agent(text), ...Array.from({ length: 50 }, tool), end(), '']);
+    for (const chunkBytes of [7, 64, 1000, 1 << 20]) {
+      expect(await readLastMessage(dir, { chunkBytes, max: 10_000 })).toEqual({ who: 'agent', text, at });
+    }
+  });
+
+  it('refuses a symbolic link or a FIFO planted as thread.jsonl (the sandbox can write the thread dir)', async () => {
+    const elsewhere = threadDir([user('another workspace said this')]);
+    const linked = threadDir([]);
+    fs.rmSync(path.join(linked, 'thread.jsonl'));
+    fs.symlinkSync(path.join(elsewhere, 'thread.jsonl'), path.join(linked, 'thread.jsonl'));
+    await expect(readLastMessage(linked)).rejects.toThrow(/not a regular file/);
+    const fifo = threadDir([]);
+    fs.rmSync(path.join(fifo, 'thread.jsonl'));
+    execFileSync('mkfifo', [path.join(fifo, 'thread.jsonl')]);
+    await expect(readLastMessage(fifo)).rejects.toThrow(/not a regular file/);
+  });
+});
