@@ -103,6 +103,24 @@ describe('grove CLI', () => {
     expect((denied as { code: number }).code).toBe(6);
   });
 
+  it('fork -m hands the first message to the agent once the workspace is ready; a bad message creates nothing', async () => {
+    const empty = await grove('fork', 'demo', 'cli-m0', '-m', '');
+    expect(empty.code).toBe(2);
+    expect(empty.stderr).toContain('-m: text must not be empty');
+    expect((await fx.s.api('GET', '/api/workspaces/demo~cli-m0')).status).toBe(404);
+
+    const fork = await grove('fork', 'demo', 'cli-m', '-m', 'hello from the command line');
+    expect(fork.code).toBe(0);
+    expect(fork.stdout).toContain('demo~cli-m: running');
+    expect(fork.stderr).toMatch(/message sent \(turn [^)]+\)/);
+    const said = await waitFor('the message in the thread', async () => {
+      const r = await fx.s.api<{ lines: ThreadLine[] }>('GET', '/w/demo~cli-m/thread');
+      return r.body.lines.find((l) => l.kind === 'user');
+    });
+    expect(said).toMatchObject({ kind: 'user', text: 'hello from the command line' });
+    expect((await grove('rm', 'demo~cli-m')).code).toBe(0);
+  });
+
   it('resume lists without a terminal (table, JSON with the last message), reopens a stopped workspace by slug, exits 3 and 4', async () => {
     expect((await grove('fork', 'demo', 'cli-r')).code).toBe(0);
     expect((await fx.s.api('POST', '/w/demo~cli-r/messages', { text: 'remember the resume test' })).status).toBe(202);

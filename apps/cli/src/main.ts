@@ -7,6 +7,8 @@ import {
   eventsResponseSchema,
   healthResponseSchema,
   lastMessageResponseSchema,
+  postMessageRequestSchema,
+  postMessageResponseSchema,
   listWorkspacesResponseSchema,
   makeSlug,
   parseSlug,
@@ -284,13 +286,23 @@ export function buildProgram(): Command {
     .command('fork <project> <name>')
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
+    .option('-m, --message <text>', 'first message to the agent, sent once the workspace is ready')
     .option('--json', 'print the workspace as JSON')
-    .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login')
-    .action(async (project: string, name: string, o: { from?: string; json?: boolean }) => {
+    .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login -m "make the login form remember the email"')
+    .action(async (project: string, name: string, o: { from?: string; message?: string; json?: boolean }) => {
+      // Checked before anything is created: a bad message must not leave a fresh workspace behind with nothing said.
+      const first = o.message === undefined ? null : postMessageRequestSchema.safeParse({ text: o.message });
+      if (first && !first.success) throw new Exit(EXIT.usage, `-m: ${first.error.issues[0]?.message ?? 'invalid message'}`);
       const after = await lastEventId(makeSlug(project, name)).catch(() => 0);
       const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project, name, ...(o.from ? { from: o.from } : {}) });
       const slug = accepted.workspace.slug;
-      printReady(await withProgress(slug, after, untilRunning(slug), Boolean(o.json)), Boolean(o.json));
+      const ready = await withProgress(slug, after, untilRunning(slug), Boolean(o.json));
+      if (!first?.success) return printReady(ready, Boolean(o.json));
+      // The agent's reply streams in the dashboard (and `grove logs` has the sandbox's side); here we only hand it over.
+      const sent = await call(postMessageResponseSchema, 'POST', `/w/${enc(slug)}/messages`, first.data);
+      if (o.json) return out(JSON.stringify({ ...ready, url: workspaceUrl(env.url, ready), message: sent }));
+      printReady(ready, false);
+      err(`message sent (turn ${sent.turn})`);
     });
 
   /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
