@@ -8,7 +8,7 @@ import { createContext, useCallback, useContext, useEffect, useId, useMemo, useR
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { workspaceHref } from '../lib/capacity.ts';
-import { lastMessage, matchesQuery, resumeCandidates } from '../lib/resume.ts';
+import { matchesQuery, quoteOf, resumeCandidates } from '../lib/resume.ts';
 import { requestStart } from '../lib/start-intents.ts';
 import { routeOf } from '../lib/tabs.ts';
 import { relativeTime } from '../lib/time.ts';
@@ -26,7 +26,7 @@ export function useResume(): ResumeApi {
   return useContext(ResumeContext);
 }
 
-/** Last messages are read from running workspaces only (a stopped one has no backend to ask), and from a few. */
+/** Last messages are read for the first few rows only: one small host-side read each. */
 const MAX_THREAD_READS = 8;
 
 export function ResumeProvider({ children }: { children: ReactNode }) {
@@ -110,12 +110,12 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
       const { workspaces } = await api.listWorkspaces();
       const list = resumeCandidates(workspaces, project);
       setLoad({ kind: 'ready', list });
-      const running = list.filter((w) => w.state === 'running').slice(0, MAX_THREAD_READS);
+      // Read on the host from the thread file, so stopped workspaces are quoted too.
       await Promise.all(
-        running.map(async (w) => {
+        list.slice(0, MAX_THREAD_READS).map(async (w) => {
           try {
-            const { lines } = await api.thread(w.slug);
-            setLast((prev) => ({ ...prev, [w.slug]: lastMessage(lines) }));
+            const { lastMessage } = await api.lastMessage(w.slug);
+            setLast((prev) => ({ ...prev, [w.slug]: quoteOf(lastMessage) }));
           } catch {
             // The quote is a nicety; the row is still there without it.
           }

@@ -7,6 +7,7 @@ import {
   errorBodySchema,
   eventsResponseSchema,
   forkAcceptedResponseSchema,
+  lastMessageResponseSchema,
   listWorkspacesResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
@@ -102,6 +103,8 @@ export const api = {
   events: (slug: string, after?: number) =>
     request(`/api/events?slug=${encodeURIComponent(slug)}&limit=1000${after === undefined ? '' : `&after=${after}`}`, eventsResponseSchema),
   thread: (slug: string) => request(`${ws(slug)}/thread`, threadResponseSchema),
+  /** The last user or agent message, read on the host: works while the workspace is stopped. */
+  lastMessage: (slug: string) => request(`${one(slug)}/last-message`, lastMessageResponseSchema),
   status: (slug: string) => request(`${ws(slug)}/status`, backendStatusSchema),
   postMessage: (slug: string, text: string) => request(`${ws(slug)}/messages`, postMessageResponseSchema, { method: 'POST', body: { text } }),
   /** TCP ports listening inside the sandbox, and whether each may be previewed. */

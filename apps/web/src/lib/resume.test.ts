@@ -1,7 +1,7 @@
 // The /resume picker: which workspaces, in which order, and the quoted last message.
 import { describe, expect, it } from 'vitest';
-import type { ThreadLine, Workspace } from '@grove/contracts';
-import { isResumeCommand, lastMessage, matchesQuery, resumeCandidates } from './resume.ts';
+import type { Workspace } from '@grove/contracts';
+import { isResumeCommand, quoteOf, matchesQuery, resumeCandidates } from './resume.ts';
 
 const ws = (name: string, state: Workspace['state'], lastActivityAt: string | null, project = 'demo'): Workspace => ({
   slug: name === 'default' ? project : `${project}~${name}`,
@@ -47,15 +47,10 @@ describe('commands and quotes', () => {
     expect(isResumeCommand('/resume now')).toBe(false);
   });
 
-  it('quotes the last user or agent message on one line', () => {
-    const at = '2026-01-01T00:00:00Z';
-    const lines: ThreadLine[] = [
-      { seq: 0, turn: 't1', at, kind: 'user', text: 'first' },
-      { seq: 1, turn: 't1', at, kind: 'assistant', text: 'a\n\nlong   reply' },
-      { seq: 2, turn: 't1', at, kind: 'turn_end', status: 'completed' },
-    ];
-    expect(lastMessage(lines)).toEqual({ who: 'agent', text: 'a long reply' });
-    expect(lastMessage(lines, 6)).toEqual({ who: 'agent', text: 'a lon…' });
-    expect(lastMessage([])).toBeNull();
+  it('quotes the last message on one line, shortened', () => {
+    expect(quoteOf({ who: 'agent', text: 'a\n\nlong   reply' })).toEqual({ who: 'agent', text: 'a long reply' });
+    expect(quoteOf({ who: 'user', text: 'a long reply' }, 6)).toEqual({ who: 'user', text: 'a lon…' });
+    expect(quoteOf({ who: 'user', text: ' \n ' })).toBeNull();
+    expect(quoteOf(null)).toBeNull();
   });
 });

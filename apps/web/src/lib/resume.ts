@@ -1,5 +1,5 @@
 // The /resume picker's logic: which workspaces it offers, in which order, and the line it quotes.
-import type { ThreadLine, Workspace } from '@grove/contracts';
+import type { LastMessage, Workspace } from '@grove/contracts';
 
 /** Typed alone in a composer, this opens the picker instead of being sent. */
 export const RESUME_COMMAND = '/resume';
@@ -30,15 +30,10 @@ export function matchesQuery(w: Workspace, query: string): boolean {
   return [w.name, w.project, w.branch].some((s) => s.toLowerCase().includes(q));
 }
 
-/** The last thing said in a thread, by either side, on one line and at most `max` characters. */
-export function lastMessage(lines: readonly ThreadLine[], max = 120): { who: 'user' | 'agent'; text: string } | null {
-  for (let i = lines.length - 1; i >= 0; i--) {
-    const l = lines[i];
-    if (l?.kind !== 'user' && l?.kind !== 'assistant') continue;
-    const flat = l.text.replace(/\s+/g, ' ').trim();
-    if (!flat) continue;
-    const text = flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat;
-    return { who: l.kind === 'user' ? 'user' : 'agent', text };
-  }
-  return null;
+/** The last thing said in a workspace (`GET …/last-message`), on one line and at most `max` characters. */
+export function quoteOf(m: Pick<LastMessage, 'who' | 'text'> | null, max = 120): { who: 'user' | 'agent'; text: string } | null {
+  if (!m) return null;
+  const flat = m.text.replace(/\s+/g, ' ').trim();
+  if (!flat) return null;
+  return { who: m.who, text: flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat };
 }
