@@ -115,6 +115,21 @@ describe('egress: no way out but the gate', () => {
     expect(dns.code).toBe(3);
   });
 
+  it('cannot send ICMP either: no raw sockets (no CAP_NET_RAW), and the unprivileged ping socket has no route', () => {
+    // Node has no ICMP: a small static C probe, built here and piped into the sandbox's /tmp.
+    const dir = fs.mkdtempSync(path.join(home, 'icmp-'));
+    const bin = path.join(dir, 'icmp-probe');
+    execFileSync('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
+    const out = execFileSync('docker', ['exec', '-i', container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
+      input: fs.readFileSync(bin),
+      encoding: 'utf8',
+    });
+    const r = JSON.parse(out.trim()) as { raw: string; ping: string };
+    expect(r.raw).toBe('EPERM');
+    // EACCES when the sandbox's group is outside net.ipv4.ping_group_range; ENETUNREACH when inside it.
+    expect(['EACCES', 'ENETUNREACH']).toContain(r.ping);
+  });
+
   it('points every process at the relay, and the relay at this workspace\'s gate', () => {
     const env = sh(A, 'env').out;
     for (const v of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) expect(env).toContain(`${v}=http://127.0.0.1:3128\n`);
