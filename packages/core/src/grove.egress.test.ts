@@ -186,8 +186,8 @@ describe('egress in the lifecycle', () => {
     const reset = (await egressEvents(g, 'demo~feat')).filter((e) => e.type === 'egress.policy').at(-1);
     expect(reset?.data).toMatchObject({ before: [{ host: '127.0.0.1', ports: [upPort] }], after: [{ host: 'pkg.example', ports: [443] }], applied: true, reset: true });
     // A default follows the project's configuration afterwards (it is not a copy frozen at reset).
-    await g.setProjectConfig('demo', { agent: { provider: 'claude' } });
-    expect((await g.egress('demo~feat')).policy.rules).toContainEqual({ host: 'api.anthropic.com', ports: [443] });
+    await g.setProjectConfig('demo', { egress: { rules: [{ host: 'registry.npmjs.org', ports: [443] }] } });
+    expect((await g.egress('demo~feat')).policy.rules).toContainEqual({ host: 'registry.npmjs.org', ports: [443] });
     const missing = await g.resetEgressPolicy('demo~nope').catch((e: unknown) => e);
     expect(isGroveError(missing) && missing.code).toBe('workspace_not_found');
   });
