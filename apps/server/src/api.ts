@@ -15,6 +15,7 @@ import {
   type EgressResponse,
   type ErrorCode,
   type EventsResponse,
+  type ForkQueuedResponse,
   type GroveEvent,
   type ListWorkspacesResponse,
   type SavedWorkResponse,
@@ -98,6 +99,15 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const req = parseFork(await readJson(c));
     const wait = !(q.wait === 'false' || q.wait === '0');
     const workspace = await grove.fork(req, { wait });
+    // queue: true and no free slot: it waits in line; 202 with its place (the SSE stream tells when it starts).
+    if (workspace.state === 'queued' && workspace.queuePosition !== null) {
+      const body: ForkQueuedResponse = {
+        workspace: { ...workspace, state: 'queued', queuePosition: workspace.queuePosition },
+        position: workspace.queuePosition,
+        events: `/api/events?slug=${encodeURIComponent(workspace.slug)}`,
+      };
+      return c.json(body, 202);
+    }
     if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
     return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
   });
