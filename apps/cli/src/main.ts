@@ -16,6 +16,8 @@ import { loadCliEnv } from './env.ts';
 export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, capacity: 4, unreachable: 5, unauthorized: 6 } as const;
 
 const PHASES: Record<string, string> = {
+  'workspace.queued': 'all sandbox slots in use: waiting in line',
+  'workspace.promoted': 'a slot freed: starting',
   'workspace.reserved': 'slot reserved',
   'workspace.prepared': 'worktree ready',
   'sandbox.started': 'sandbox started',
@@ -29,10 +31,11 @@ function table(rows: string[][]): string {
 }
 
 function printList(list: ListWorkspacesResponse): void {
-  const { running, creating, cap } = list.capacity;
-  const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, w.state, w.branch, w.lastActivityAt ?? '-'])];
+  const { running, creating, cap, queued } = list.capacity;
+  const state = (w: Workspace) => (w.state === 'queued' && w.queuePosition !== null ? `queued (#${w.queuePosition})` : w.state);
+  const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, w.lastActivityAt ?? '-'])];
   process.stdout.write(`${list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>'}\n`);
-  process.stdout.write(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}\n`);
+  process.stdout.write(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}\n`);
 }
 
 function printWorkspace(w: Workspace, json: boolean): void {
@@ -67,9 +70,11 @@ export function buildProgram(): Command {
     .command('fork <project> <name>')
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
+    .option('--queue', 'when every sandbox slot is taken, wait in line instead of failing (it stays in line if you interrupt; `grove rm` cancels)')
     .option('--json', 'print the workspace as JSON')
-    .action(async (project: string, name: string, o: { from?: string; json?: boolean }) => {
-      const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project, name, ...(o.from ? { from: o.from } : {}) });
+    .action(async (project: string, name: string, o: { from?: string; queue?: boolean; json?: boolean }) => {
+      const body = { project, name, ...(o.from ? { from: o.from } : {}), ...(o.queue ? { queue: true } : {}) };
+      const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', body);
       const slug = accepted.workspace.slug;
       const seen = new Set<number>();
       for (;;) {
@@ -77,7 +82,8 @@ export function buildProgram(): Command {
         for (const e of events.filter((x: GroveEvent) => !seen.has(x.id))) {
           seen.add(e.id);
           const phase = PHASES[e.type];
-          if (phase && !o.json) process.stderr.write(`${slug}: ${phase}${e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : ''}\n`);
+          const detail = e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : e.type === 'workspace.queued' ? ` (#${String(e.data.position ?? '?')})` : '';
+          if (phase && !o.json) process.stderr.write(`${slug}: ${phase}${detail}\n`);
         }
         const { workspace } = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${encodeURIComponent(slug)}`);
         if (workspace.state === 'running') return printWorkspace(workspace, Boolean(o.json));
