@@ -13,6 +13,8 @@ import { ForkSteps } from './ForkSteps.tsx';
 interface ForkDialogProps {
   projects: Project[];
   workspaces: Workspace[];
+  /** Every sandbox slot is taken (or others wait): the dialog offers a place in line, checked by default. */
+  full?: boolean;
   onClose: () => void;
   /** The list should be read again (a workspace appeared, started or failed). */
   onChanged: () => void;
@@ -25,6 +27,8 @@ interface Started {
   name: string;
   slug: string;
   message: string;
+  /** Its place in line when the fork had to wait (202 queued); null when it started at once. */
+  position: number | null;
 }
 
 /** The first rule the value breaks, in the schema's own words; null when it passes. */
@@ -33,7 +37,7 @@ function firstIssue(r: { success: boolean; error?: { issues: Array<{ message: st
   return r.error?.issues[0]?.message ?? 'invalid value';
 }
 
-export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted }: ForkDialogProps) {
+export function ForkDialog({ projects, workspaces, full = false, onClose, onChanged, onStarted }: ForkDialogProps) {
   const [project, setProject] = useState(projects[0]?.name ?? '');
   const [name, setName] = useState('');
   const [from, setFrom] = useState('');
@@ -43,6 +47,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
   const [submitError, setSubmitError] = useState<string | null>(null);
   const [submitting, setSubmitting] = useState(false);
   const [started, setStarted] = useState<Started | null>(null);
+  const [queue, setQueue] = useState(true);
   const ids = { name: useId(), nameMsg: useId(), from: useId(), fromHelp: useId(), list: useId(), msg: useId(), project: useId() };
 
   const current = projects.find((p) => p.name === project);
@@ -62,8 +67,8 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
     setSubmitting(true);
     setSubmitError(null);
     try {
-      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}) });
-      setStarted({ project, name, slug: workspace.slug, message: message.trim() });
+      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}), ...(full && queue ? { queue: true } : {}) });
+      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position: workspace.state === 'queued' ? workspace.queuePosition : null });
       onStarted?.(workspace.slug);
       onChanged();
     } catch (err) {
@@ -86,6 +91,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
       <Modal title={`Starting ${started.name}`} onClose={onClose}>
         <ForkProgressView
           started={started}
+          workspaces={workspaces}
           onChanged={onChanged}
           onRetry={() => {
             setStarted(null);
@@ -171,12 +177,20 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
           </label>
           <textarea id={ids.msg} value={message} onChange={(e) => setMessage(e.target.value)} rows={3} placeholder="Sent to the agent as soon as the workspace is ready" />
         </div>
+        {full ? (
+          <div className="field">
+            <label className="checkbox">
+              <input type="checkbox" checked={queue} onChange={(e) => setQueue(e.target.checked)} /> Wait in line for a free sandbox
+            </label>
+            <p className="field-help">All sandboxes are in use. In line, it starts by itself when one frees; otherwise the request is refused.</p>
+          </div>
+        ) : null}
         <div className="dialog-actions">
           <button type="button" className="btn" onClick={onClose}>
             Cancel
           </button>
           <button type="submit" className="btn btn-primary" disabled={submitting || (touched && (nameError !== null || fromError !== null))}>
-            {submitting ? 'Creating…' : 'Create workspace'}
+            {submitting ? 'Creating…' : full && queue ? 'Wait in line' : 'Create workspace'}
           </button>
         </div>
       </form>
@@ -184,8 +198,23 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
   );
 }
 
-function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: Started; onChanged: () => void; onRetry: () => void; onClose: () => void }) {
+function ForkProgressView({
+  started,
+  workspaces,
+  onChanged,
+  onRetry,
+  onClose,
+}: {
+  started: Started;
+  workspaces: Workspace[];
+  onChanged: () => void;
+  onRetry: () => void;
+  onClose: () => void;
+}) {
   const watch = useLifecycleProgress(started.slug, { op: 'fork' });
+  // The list is kept live by events, so the place in line moves as others start or leave.
+  const now = workspaces.find((w) => w.slug === started.slug);
+  const position = now ? (now.state === 'queued' ? now.queuePosition : null) : started.position;
   const [firstMessage, setFirstMessage] = useState<'idle' | 'sending' | 'sent' | string>('idle');
   const sentOnce = useRef(false);
   const finished = watch.done || watch.failed !== null;
@@ -212,7 +241,13 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
   return (
     <>
       <p className="dialog-lead">
-        {watch.done ? 'Ready.' : watch.failed ? 'It could not be started; everything it set up was undone.' : 'Setting up. You can close this; the card keeps showing progress.'}
+        {watch.done
+          ? 'Ready.'
+          : watch.failed
+            ? 'It could not be started; everything it set up was undone.'
+            : position !== null
+              ? `Waiting in line: #${position}. It starts by itself when a sandbox frees; you can close this, the card shows its place.`
+              : 'Setting up. You can close this; the card keeps showing progress.'}
       </p>
       <ForkSteps watch={watch} label={`Progress of ${started.name}`} />
       {watch.failed ? (
@@ -220,7 +255,7 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
           {watch.failed}
         </p>
       ) : null}
-      {watch.timedOut ? (
+      {watch.timedOut && position === null ? (
         <p className="dialog-warn spaced" role="status">
           This is taking longer than usual. The card in the list shows its state.
         </p>

@@ -83,6 +83,11 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
       </dl>
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {w.state === 'failed' && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
+      {w.state === 'queued' ? (
+        <p className="card-queue" role="status">
+          <strong>#{w.queuePosition ?? '?'} in line</strong> for a sandbox; it starts by itself when one frees.
+        </p>
+      ) : null}
       {error ? (
         <p className="card-error" role="alert">
           {error}
@@ -105,6 +110,12 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
           >
             {busy === 'start' ? <Spinner /> : null}
             {busy === 'start' ? `Reopening… ${elapsed} s` : 'Reopen'}
+          </button>
+        ) : null}
+        {w.state === 'queued' ? (
+          // Nothing was made for it yet, so leaving the line needs no confirmation.
+          <button className="btn btn-small" onClick={() => void run('teardown')} disabled={busy !== null}>
+            {busy === 'teardown' ? 'Leaving the line…' : 'Leave the line'}
           </button>
         ) : null}
         {canTeardown ? (
