@@ -68,8 +68,10 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
     setSubmitError(null);
     try {
       const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}), ...(full && queue ? { queue: true } : {}) });
-      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position: workspace.state === 'queued' ? workspace.queuePosition : null });
-      onStarted?.(workspace.slug);
+      const position = workspace.state === 'queued' ? workspace.queuePosition : null;
+      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position });
+      // A workspace in line has nothing to show in a tab yet; its card tells its place.
+      if (position === null) onStarted?.(workspace.slug);
       onChanged();
     } catch (err) {
       if (isApiError(err) && err.code === 'capacity_reached') {
