@@ -49,7 +49,7 @@ const grove: Grove = {
     return ws(`${req.project}~${req.name}`, 'running');
   },
   stop: async (slug) => ws(slug, 'stopped'),
-  start: async (slug) => ws(slug, 'running'),
+  start: async (slug, opts) => ws(slug, opts?.queue ? 'queued' : 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
   savedWork: async (slug) => (slug === 'demo~old' ? [{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }] : []),
   restore: async (slug, req) => {
@@ -248,6 +248,18 @@ describe('registry API', () => {
     expect(forks.at(-1)).toEqual({ project: 'demo', name: 'wait', queue: true });
     const bad = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'wait', queue: 'yes' }) });
     expect(bad.status).toBe(422);
+  });
+
+  it('reopens with no body (200), or waits in line with {queue: true} (202); other bodies are refused', async () => {
+    const plain = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: auth });
+    expect(plain.status).toBe(200);
+    const queued = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ queue: true }) });
+    expect(queued.status).toBe(202);
+    expect(forkQueuedResponseSchema.parse(await queued.json())).toMatchObject({ position: 2, workspace: { slug: 'demo~off', state: 'queued' } });
+    const extra = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ queue: true, now: 1 }) });
+    expect(extra.status).toBe(422);
+    const notJson = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: 'queue' });
+    expect(notJson.status).toBe(422);
   });
 
   it('answers 404 JSON for an unknown slug and an unknown route', async () => {

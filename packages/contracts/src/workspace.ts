@@ -105,6 +105,10 @@ export const forkRequestSchema = z
   .strict();
 export type ForkRequest = z.infer<typeof forkRequestSchema>;
 
+/** POST /api/workspaces/:slug/start (body optional): with queue, a reopen at the cap waits in line (202) instead of 429. */
+export const startRequestSchema = z.object({ queue: z.boolean().optional() }).strict();
+export type StartRequest = z.infer<typeof startRequestSchema>;
+
 /** POST /api/workspaces/:slug/restore: saved work of :slug (the newest, or number n) as a new workspace. */
 export const restoreRequestSchema = z
   .object({

@@ -1,6 +1,6 @@
 // The line for a sandbox slot and idle auto-stop: real git repos, a real SQLite file and real sockets, with the
 // in-memory sandbox driver (the same flow against real Docker and a real server: e2e/queue.test.ts).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forkRequestSchema, workspaceSchema } from '@grove/contracts';
@@ -128,6 +128,34 @@ describe('queue', () => {
     expect(most).toBe(2);
     const promoted = (await g.events({ limit: 1000 })).filter((e) => e.type === 'workspace.promoted').map((e) => e.slug);
     expect(promoted).toEqual(['demo~c', 'demo~d']);
+  });
+
+  it('a stopped workspace can wait in line to reopen; stop leaves the line, teardown removes it as usual', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.stop('demo~a');
+    await g.fork({ project: 'demo', name: 'b' });
+    await expect(g.start('demo~a')).rejects.toMatchObject({ code: 'capacity_reached' });
+    expect(await g.start('demo~a', { queue: true })).toMatchObject({ state: 'queued', queuePosition: 1 });
+    await g.fork(queue('c'));
+    expect(await positions(g)).toEqual({ a: 1, c: 2 });
+
+    await g.stop('demo~b');
+    await until(async () => (await state(g, 'demo~a')) === 'running');
+    expect(await positions(g)).toEqual({ c: 1 });
+    const types = (await g.events({ slug: 'demo~a' })).map((e) => e.type);
+    expect(types.slice(types.indexOf('workspace.queued'))).toEqual(['workspace.queued', 'workspace.promoted', 'workspace.reserved', 'sandbox.started', 'workspace.started']);
+
+    // b waits to reopen, then is stopped again: it leaves the line and stays stopped.
+    expect(await g.start('demo~b', { queue: true })).toMatchObject({ state: 'queued', queuePosition: 2 });
+    expect(await g.stop('demo~b')).toMatchObject({ state: 'stopped', queuePosition: null });
+    expect(await positions(g)).toEqual({ c: 1 });
+    // A queued reopen torn down goes like any stopped workspace: its worktree is removed, its branch kept.
+    await g.start('demo~b', { queue: true });
+    expect(await g.teardown('demo~b')).toMatchObject({ state: 'gone' });
+    expect(existsSync(join(home, 'worktrees', 'demo', 'b'))).toBe(false);
+    expect(await positions(g)).toEqual({ c: 1 });
+    expect(await state(g, 'demo~c')).toBe('queued');
   });
 
   it('a fork with queue: true takes a free slot at once when nobody waits', async () => {

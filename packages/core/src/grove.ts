@@ -387,10 +387,12 @@ class GroveImpl implements Grove {
       }
       if (!next) return;
       const { row, capacity } = next;
-      this.emit(row.slug, 'workspace.promoted', { workspaceId: row.id, ...capacity });
-      this.emit(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
+      // A row with a worktree was stopped and queued to reopen (a queued fork gets its worktree in runCreate).
+      const reopen = row.worktreePath !== null;
+      this.emit(row.slug, 'workspace.promoted', { workspaceId: row.id, op: reopen ? 'start' : 'fork', ...capacity });
+      if (!reopen) this.emit(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
       const abort = new AbortController();
-      const task = this.slugs.run(row.slug, () => this.runCreate(row, abort.signal));
+      const task = this.slugs.run(row.slug, () => (reopen ? this.runStart(row.id, abort.signal, { row, capacity }) : this.runCreate(row, abort.signal)));
       this.track(row.slug, abort, task);
       task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
     }
@@ -528,6 +530,15 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const row = this.requireLive(slug);
     if (row.state === 'stopped') return toWorkspace(row);
+    if (row.state === 'queued' && row.worktreePath !== null) {
+      // Queued to reopen: stopping it means leaving the line and staying stopped.
+      const left = this.store.update(row.id, { state: 'stopped', queueSeq: null }, 'queued');
+      if (left) {
+        this.emit(slug, 'workspace.stopped', { workspaceId: row.id, ms: 0, reason: 'left the line' });
+        return toWorkspace(left);
+      }
+      return this.stopAs(slug, reason); // promoted meanwhile: stop it as usual
+    }
     if (row.state !== 'running') throw invalidState(row, 'stop');
     const stopped = await this.slugs.run(slug, async () => {
       const cur = this.store.byId(row.id);
@@ -590,23 +601,33 @@ class GroveImpl implements Grove {
     }
   }
 
-  async start(slug: string): Promise<Workspace> {
+  async start(slug: string, opts: { queue?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
     const row = this.requireLive(slug);
     if (row.state === 'running') return toWorkspace(row);
+    if (row.state === 'queued' && opts.queue) return this.view(row);
     if (row.state !== 'stopped') throw invalidState(row, 'start');
     await this.opts.driver.ping();
+    if (opts.queue) {
+      const queued = this.store.queueStart(row.id, this.opts.maxRunning);
+      if (queued) {
+        this.emit(slug, 'workspace.queued', { workspaceId: row.id, op: 'start', position: queued.position, ...queued.capacity });
+        return toWorkspace(queued.row, queued.position);
+      }
+    }
     const abort = new AbortController();
     const task = this.slugs.run(slug, () => this.runStart(row.id, abort.signal));
     this.track(slug, abort, task);
     return task;
   }
 
-  private async runStart(id: number, signal: AbortSignal): Promise<Workspace> {
+  /** Reopen a stopped workspace; `promoted`: its slot was already given to it by promoteQueue. */
+  private async runStart(id: number, signal: AbortSignal, promoted?: { row: WorkspaceRow; capacity: Capacity }): Promise<Workspace> {
     const cur = this.store.byId(id);
     if (cur?.state === 'running') return toWorkspace(cur); // a concurrent start won
+    if (promoted && cur?.state !== 'creating') throw invalidState(cur ?? promoted.row, 'start'); // left the line meanwhile
     const t0 = Date.now();
-    const { row, capacity } = this.store.reserveStart(id, this.opts.maxRunning);
+    const { row, capacity } = promoted ?? this.store.reserveStart(id, this.opts.maxRunning);
     const { slug, project } = row;
     this.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
     let step: Step = 'worktree';
@@ -665,8 +686,8 @@ class GroveImpl implements Grove {
     let row = this.store.live(slug) ?? this.store.latest(slug);
     if (!row) throw notFound(slug);
     if (row.state === 'gone') return toWorkspace(row);
-    if (row.state === 'queued') {
-      // Cancelling a place in line: no worktree, container or thread was ever made; the others keep their order.
+    if (row.state === 'queued' && row.worktreePath === null) {
+      // Cancelling a queued fork: no worktree, container or thread was ever made; the others keep their order.
       const gone = this.store.update(row.id, { state: 'gone', queueSeq: null }, 'queued');
       if (gone) {
         this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, from: 'queued', cancelled: true, branch: row.branch, archive: null, recoveryRef: null, ms: 0 });
@@ -679,7 +700,8 @@ class GroveImpl implements Grove {
     const from = row.state;
     // A failed row is history, not live: it is cleaned and dismissed without entering a live state again.
     if (from !== 'tearing-down' && from !== 'failed') {
-      row = this.store.update(row.id, { state: 'tearing-down' }, from) ?? row;
+      // queueSeq: a stopped workspace queued to reopen leaves the line too.
+      row = this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from) ?? row;
     }
     this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses

@@ -221,6 +221,32 @@ export class Store {
     );
   }
 
+  /**
+   * Put a stopped workspace in line to reopen, in one BEGIN IMMEDIATE transaction with the slot check:
+   * undefined when a slot is free (reopen it now with reserveStart), else stopped -> queued at the end.
+   */
+  queueStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity; position: number } | undefined {
+    return this.db.transaction(
+      (tx) => {
+        const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
+        if (!cur || cur.state !== 'stopped') {
+          throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
+        }
+        const c = this.capacity(cap, tx);
+        if (slotFree(c)) return undefined;
+        const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
+        const row = tx
+          .update(workspaces)
+          .set({ state: 'queued', queueSeq: (last?.seq ?? 0) + 1, updatedAt: nowIso() })
+          .where(eq(workspaces.id, id))
+          .returning()
+          .get();
+        return { row, capacity: { ...c, queued: c.queued + 1 }, position: c.queued + 1 };
+      },
+      { behavior: 'immediate' },
+    );
+  }
+
   /** Update a row; with `from`, only when it is still in that state (returns undefined otherwise). */
   update(id: number, patch: Partial<Omit<NewWorkspaceRow, 'id'>>, from?: WorkspaceStateValue): WorkspaceRow | undefined {
     const where = from ? and(eq(workspaces.id, id), eq(workspaces.state, from)) : eq(workspaces.id, id);

@@ -65,8 +65,11 @@ export interface Grove {
   fork(req: ForkRequest, opts?: { wait?: boolean }): Promise<Workspace>;
   /** Stop a running workspace; the freed slot goes to the first in line. */
   stop(slug: string): Promise<Workspace>;
-  /** Reopen a stopped workspace: same worktree, thread and agent session. */
-  start(slug: string): Promise<Workspace>;
+  /**
+   * Reopen a stopped workspace: same worktree, thread and agent session. opts.queue: when no slot is free (or
+   * others wait), resolves at once with it queued (queuePosition); it reopens when a slot frees.
+   */
+  start(slug: string, opts?: { queue?: boolean }): Promise<Workspace>;
   /**
    * A queued workspace just leaves the line (nothing was made for it; the others keep their order).
    * Otherwise: container and worktree removed, thread archived, branch kept. Uncommitted work (changes, staged or not, and
