@@ -19,7 +19,7 @@ describe('concurrency cap', () => {
       expect((await fx.s.api('POST', '/api/workspaces', { project: 'demo', name })).status).toBe(201);
     }
     const list = await fx.s.api<ListWorkspacesResponse>('GET', '/api/workspaces');
-    expect(list.body.capacity).toEqual({ running: 3, creating: 0, cap: 3 });
+    expect(list.body.capacity).toEqual({ running: 3, creating: 0, cap: 3, queued: 0 });
 
     const refused = await fx.s.api<{ code: string; running: number; cap: number; message: string }>('POST', '/api/workspaces', { project: 'demo', name: 'three' });
     expect(refused.status).toBe(429);
@@ -50,7 +50,7 @@ describe('concurrency cap', () => {
     for (const r of refused) expect(r.body.code).toBe('capacity_reached');
 
     const list = await fx.s.api<ListWorkspacesResponse>('GET', '/api/workspaces');
-    expect(list.body.capacity).toEqual({ running: 3, creating: 0, cap: 3 });
+    expect(list.body.capacity).toEqual({ running: 3, creating: 0, cap: 3, queued: 0 });
     const live = list.body.workspaces.filter((w) => w.name.startsWith('burst-'));
     expect(live.length).toBe(3);
     expect(live.every((w) => w.state === 'running')).toBe(true);

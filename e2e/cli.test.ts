@@ -80,7 +80,7 @@ describe('grove CLI', () => {
 
     const json = await grove('ls', '--json');
     const parsed = listWorkspacesResponseSchema.parse(JSON.parse(json.stdout));
-    expect(parsed.capacity).toEqual({ running: 2, creating: 0, cap: 2 });
+    expect(parsed.capacity).toEqual({ running: 2, creating: 0, cap: 2, queued: 0 });
 
     const full = await grove('fork', 'demo', 'cli-b');
     expect(full.code).toBe(4);

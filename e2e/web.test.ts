@@ -270,13 +270,26 @@ describe('dashboard', () => {
     await shot(page, 'workspace-thread');
     step('streamed and stopped');
 
-    // Three of three sandboxes: forking is disabled and says which workspaces to stop.
+    // Three of three sandboxes: new workspaces wait in line, and the page says which workspaces to stop.
     await page.getByRole('link', { name: 'All workspaces' }).click();
     await meter(page).getByText('3 / 3').waitFor({ timeout: 15_000 });
-    expect(await page.getByRole('button', { name: 'New workspace' }).first().isDisabled()).toBe(true);
     await page.getByText(/All 3 sandboxes are in use \(3 running\)\. Stop or tear down one of: .*alpha/).waitFor();
     await shot(page, 'workspaces-cap');
     step('cap');
+
+    // The fork dialog offers the line by default; the card shows the place and leaves the line without a trace.
+    await page.getByRole('button', { name: 'New workspace' }).first().click();
+    expect(await page.getByLabel('Wait in line for a free sandbox').isChecked()).toBe(true);
+    await page.getByLabel('Name').fill('gamma');
+    await page.getByRole('button', { name: 'Wait in line' }).click();
+    await page.getByText('Waiting in line: #1.').waitFor();
+    await page.getByRole('dialog').getByRole('button', { name: 'Close' }).click();
+    await card(page, 'gamma').getByText('#1 in line').waitFor();
+    await card(page, 'gamma').getByText('Waiting in line', { exact: true }).waitFor();
+    await meter(page).getByText('1 waiting in line').waitFor();
+    await card(page, 'gamma').getByRole('button', { name: 'Leave the line' }).click();
+    await card(page, 'gamma').waitFor({ state: 'detached', timeout: 15_000 });
+    step('queued and left the line');
 
     // Ctrl+K opens the resume picker anywhere.
     await page.keyboard.press('Control+k');

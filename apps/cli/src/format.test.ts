@@ -6,7 +6,7 @@ import { ago, oneLine, quote, resumeCandidates, resumeTable, table, workspaceUrl
 const now = Date.parse('2026-01-10T12:00:00.000Z');
 function ws(slug: string, state: Workspace['state'], lastActivityAt: string | null, updatedAt = '2026-01-01T00:00:00.000Z'): Workspace {
   const [project = 'demo', name = 'default'] = slug.split('~');
-  return { slug, project, name, isDefault: !slug.includes('~'), branch: `grove/${name}`, baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: updatedAt, updatedAt, lastActivityAt };
+  return { slug, project, name, isDefault: !slug.includes('~'), branch: `grove/${name}`, baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: updatedAt, updatedAt, lastActivityAt, queuePosition: null };
 }
 
 describe('table', () => {

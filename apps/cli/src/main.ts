@@ -39,6 +39,8 @@ class Exit extends Error {
 }
 
 const PHASES: Record<string, string> = {
+  'workspace.queued': 'all sandbox slots in use: waiting in line',
+  'workspace.promoted': 'a slot freed: starting',
   'workspace.reserved': 'slot reserved',
   'workspace.prepared': 'worktree ready',
   'sandbox.started': 'sandbox started',
@@ -54,10 +56,11 @@ const out = (s: string): void => void process.stdout.write(`${s}\n`);
 const err = (s: string): void => void process.stderr.write(`${s}\n`);
 
 function printList(list: ListWorkspacesResponse): void {
-  const { running, creating, cap } = list.capacity;
-  const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, w.state, w.branch, w.lastActivityAt ?? '-'])];
+  const { running, creating, cap, queued } = list.capacity;
+  const state = (w: Workspace) => (w.state === 'queued' && w.queuePosition !== null ? `queued (#${w.queuePosition})` : w.state);
+  const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, w.lastActivityAt ?? '-'])];
   out(list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>');
-  out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}`);
+  out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}`);
 }
 
 function printWorkspace(w: Workspace, json: boolean): void {
@@ -97,7 +100,8 @@ export function buildProgram(): Command {
       for (const e of events) {
         cursor = e.id;
         const phase = PHASES[e.type];
-        if (phase && !quiet) err(`${slug}: ${phase}${e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : ''}`);
+        const detail = e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : e.type === 'workspace.queued' ? ` (#${String(e.data.position ?? '?')})` : '';
+        if (phase && !quiet) err(`${slug}: ${phase}${detail}`);
       }
     };
     // Progress is a courtesy: the task's own answer says whether it worked, so a failed read is skipped.
@@ -114,7 +118,8 @@ export function buildProgram(): Command {
     for (;;) {
       const { workspace } = await call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
       if (workspace.state === 'running') return workspace;
-      if (workspace.state !== 'creating') throw new ApiError(500, 'spawn_failed', `${slug}: ${workspace.state}${workspace.failureReason ? ` - ${workspace.failureReason}` : ''}`);
+      // A queued fork waits its turn in line, then starts like any other.
+      if (workspace.state !== 'creating' && workspace.state !== 'queued') throw new ApiError(500, 'spawn_failed', `${slug}: ${workspace.state}${workspace.failureReason ? ` - ${workspace.failureReason}` : ''}`);
       await sleep(POLL_MS);
     }
   }
@@ -287,14 +292,16 @@ export function buildProgram(): Command {
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
     .option('-m, --message <text>', 'first message to the agent, sent once the workspace is ready')
+    .option('--queue', 'when every sandbox slot is taken, wait in line instead of failing (it stays in line if you interrupt; `grove rm` cancels)')
     .option('--json', 'print the workspace as JSON')
     .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login -m "make the login form remember the email"')
-    .action(async (project: string, name: string, o: { from?: string; message?: string; json?: boolean }) => {
+    .action(async (project: string, name: string, o: { from?: string; message?: string; queue?: boolean; json?: boolean }) => {
       // Checked before anything is created: a bad message must not leave a fresh workspace behind with nothing said.
       const first = o.message === undefined ? null : postMessageRequestSchema.safeParse({ text: o.message });
       if (first && !first.success) throw new Exit(EXIT.usage, `-m: ${first.error.issues[0]?.message ?? 'invalid message'}`);
       const after = await lastEventId(makeSlug(project, name)).catch(() => 0);
-      const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project, name, ...(o.from ? { from: o.from } : {}) });
+      const body = { project, name, ...(o.from ? { from: o.from } : {}), ...(o.queue ? { queue: true } : {}) };
+      const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', body);
       const slug = accepted.workspace.slug;
       const ready = await withProgress(slug, after, untilRunning(slug), Boolean(o.json));
       if (!first?.success) return printReady(ready, Boolean(o.json));

@@ -11,15 +11,18 @@ import {
   parseOrThrow,
   restoreRequestSchema,
   slugSchema,
+  startRequestSchema,
   egressPolicySchema,
   type EgressResetResponse,
   type EgressResponse,
   type ErrorCode,
   type EventsResponse,
   type LastMessageResponse,
+  type ForkQueuedResponse,
   type GroveEvent,
   type ListWorkspacesResponse,
   type SavedWorkResponse,
+  type Workspace,
   type WorkspaceResponse,
 } from '@grove/contracts';
 import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
@@ -40,6 +43,30 @@ async function readJson(c: Context): Promise<unknown> {
   } catch {
     throw new GroveError('invalid_input', 'request body is not valid JSON');
   }
+}
+
+/** A body that may be absent (no bytes): {} then; otherwise it must be JSON like any other. */
+async function readOptionalJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (!text.trim()) return {};
+  if (!(c.req.header('content-type') ?? '').includes('application/json')) {
+    throw new GroveError('invalid_input', 'request body must be JSON (content-type: application/json)');
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw new GroveError('invalid_input', 'request body is not valid JSON');
+  }
+}
+
+/** 202 for a workspace that waits in line: its place and where its progress shows. */
+function queuedBody(workspace: Workspace): ForkQueuedResponse | null {
+  if (workspace.state !== 'queued' || workspace.queuePosition === null) return null;
+  return {
+    workspace: { ...workspace, state: 'queued', queuePosition: workspace.queuePosition },
+    position: workspace.queuePosition,
+    events: `/api/events?slug=${encodeURIComponent(workspace.slug)}`,
+  };
 }
 
 /** Names get their own code so clients can point at the field; everything else is invalid_input. */
@@ -101,13 +128,23 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const req = parseFork(await readJson(c));
     const wait = !(q.wait === 'false' || q.wait === '0');
     const workspace = await grove.fork(req, { wait });
+    // queue: true and no free slot: it waits in line; 202 with its place (the SSE stream tells when it starts).
+    const queued = queuedBody(workspace);
+    if (queued) return c.json(queued, 202);
     if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
     return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
   });
 
   app.get('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.get(slugParam(c)) } satisfies WorkspaceResponse));
   app.post('/api/workspaces/:slug/stop', async (c) => c.json({ workspace: await grove.stop(slugParam(c)) } satisfies WorkspaceResponse));
-  app.post('/api/workspaces/:slug/start', async (c) => c.json({ workspace: await grove.start(slugParam(c)) } satisfies WorkspaceResponse));
+  app.post('/api/workspaces/:slug/start', async (c) => {
+    const slug = slugParam(c);
+    const req = parseOrThrow(startRequestSchema, await readOptionalJson(c), { what: 'start request' });
+    const workspace = await grove.start(slug, { queue: req.queue ?? false });
+    const queued = queuedBody(workspace);
+    if (queued) return c.json(queued, 202);
+    return c.json({ workspace } satisfies WorkspaceResponse);
+  });
   app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
 
   // The last thing said in the thread, read by the host: a picker can quote it while the workspace is stopped.

@@ -15,6 +15,21 @@ const bool = z
   .enum(['1', '0', 'true', 'false', 'yes', 'no'])
   .transform((v) => v === '1' || v === 'true' || v === 'yes');
 
+const DURATION_UNITS_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 } as const;
+
+/** A duration like 30m, 90s, 1h, 500ms or a number of milliseconds; 0 or off disables (returns 0). */
+export const durationMs = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^(off|\d+(ms|s|m|h)?)$/, { error: 'expected a duration such as 30m, 90s, 1h, 500ms (or 0/off to disable)' })
+  .transform((v) => {
+    if (v === 'off') return 0;
+    const m = /^(\d+)(ms|s|m|h)?$/.exec(v);
+    const unit = (m?.[2] ?? 'ms') as keyof typeof DURATION_UNITS_MS;
+    return Number(m?.[1] ?? 0) * DURATION_UNITS_MS[unit];
+  });
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 export const envSchema = z.object({
@@ -28,6 +43,8 @@ export const envSchema = z.object({
   GROVE_DEMO: bool.default(true),
   GROVE_DOCKER_SOCKET: z.string().optional(),
   GROVE_HEALTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** Running workspaces idle this long (no request, no turn) stop themselves and free their slot; 0/off: never. */
+  GROVE_IDLE_STOP: durationMs.default(30 * 60_000),
   /** Where the Next.js dashboard lives; the server mounts it by Next's public API when it is built. */
   GROVE_WEB_DIR: z.string().default(path.resolve(here, '../../web')),
   /** Files of the bundled demo repository. */

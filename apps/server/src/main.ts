@@ -45,6 +45,7 @@ async function main(): Promise<void> {
     maxRunning: env.GROVE_MAX_RUNNING,
     logger,
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
+    idleStopMs: env.GROVE_IDLE_STOP,
     providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
   });
   if (dockerUp) await grove.reconcile();

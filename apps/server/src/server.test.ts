@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError, lastMessageResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
+import { GroveError, forkQueuedResponseSchema, lastMessageResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
 import { createGroveServer, type GroveServer } from './server.ts';
 
 // Handlers tested in memory: a small in-memory Grove (the registry logic itself is tested in
@@ -17,7 +17,7 @@ const sock = path.join(dir, 'backend.sock');
 
 function ws(slug: string, state: Workspace['state']): Workspace {
   const now = new Date().toISOString();
-  return { slug, project: 'demo', name: slug.split('~')[1] ?? 'default', isDefault: !slug.includes('~'), branch: 'grove/x', baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: now, updatedAt: now, lastActivityAt: null };
+  return { slug, project: 'demo', name: slug.split('~')[1] ?? 'default', isDefault: !slug.includes('~'), branch: 'grove/x', baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: now, updatedAt: now, lastActivityAt: null, queuePosition: state === 'queued' ? 2 : null };
 }
 
 const registry = new Map<string, Workspace>([
@@ -35,8 +35,8 @@ const grove: Grove = {
   reconcile: async () => {},
   addProject: async () => {},
   listProjects: async () => [{ name: 'demo', defaultBranch: 'main', createdAt: new Date().toISOString() }],
-  list: async () => ({ workspaces: [...registry.values()], capacity: { running: 1, creating: 0, cap: 2 } }),
-  capacity: async () => ({ running: 1, creating: 0, cap: 2 }),
+  list: async () => ({ workspaces: [...registry.values()], capacity: { running: 1, creating: 0, cap: 2, queued: 0 } }),
+  capacity: async () => ({ running: 1, creating: 0, cap: 2, queued: 0 }),
   get: async (slug) => {
     const w = registry.get(slug);
     if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
@@ -45,10 +45,11 @@ const grove: Grove = {
   fork: async (req) => {
     forks.push(req);
     if (req.name === 'full') throw new GroveError('capacity_reached', 'all 2 sandboxes are in use', { details: { running: 2, cap: 2 } });
+    if (req.name === 'wait') return ws(`${req.project}~${req.name}`, req.queue ? 'queued' : 'running');
     return ws(`${req.project}~${req.name}`, 'running');
   },
   stop: async (slug) => ws(slug, 'stopped'),
-  start: async (slug) => ws(slug, 'running'),
+  start: async (slug, opts) => ws(slug, opts?.queue ? 'queued' : 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
   savedWork: async (slug) => (slug === 'demo~old' ? [{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }] : []),
   lastMessage: async (slug) => {
@@ -190,7 +191,7 @@ describe('registry API', () => {
   it('lists workspaces with capacity', async () => {
     const r = await fetch(`${base}/api/workspaces`, { headers: auth });
     const body = await readBody(r);
-    expect(body.capacity).toEqual({ running: 1, creating: 0, cap: 2 });
+    expect(body.capacity).toEqual({ running: 1, creating: 0, cap: 2, queued: 0 });
     expect(body.workspaces?.map((w: Workspace) => w.slug)).toEqual(['demo', 'demo~off']);
   });
 
@@ -267,6 +268,28 @@ describe('registry API', () => {
     const full = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'full' }) });
     expect(full.status).toBe(429);
     expect(await readBody(full)).toMatchObject({ code: 'capacity_reached', running: 2, cap: 2 });
+  });
+
+  it('answers 202 with the place in line to a fork sent with queue: true that has to wait', async () => {
+    const r = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'wait', queue: true }) });
+    expect(r.status).toBe(202);
+    const body = forkQueuedResponseSchema.parse(await r.json());
+    expect(body).toMatchObject({ position: 2, workspace: { slug: 'demo~wait', state: 'queued', queuePosition: 2 }, events: '/api/events?slug=demo~wait' });
+    expect(forks.at(-1)).toEqual({ project: 'demo', name: 'wait', queue: true });
+    const bad = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'wait', queue: 'yes' }) });
+    expect(bad.status).toBe(422);
+  });
+
+  it('reopens with no body (200), or waits in line with {queue: true} (202); other bodies are refused', async () => {
+    const plain = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: auth });
+    expect(plain.status).toBe(200);
+    const queued = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ queue: true }) });
+    expect(queued.status).toBe(202);
+    expect(forkQueuedResponseSchema.parse(await queued.json())).toMatchObject({ position: 2, workspace: { slug: 'demo~off', state: 'queued' } });
+    const extra = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ queue: true, now: 1 }) });
+    expect(extra.status).toBe(422);
+    const notJson = await fetch(`${base}/api/workspaces/demo~off/start`, { method: 'POST', headers: { ...auth, 'content-type': 'text/plain' }, body: 'queue' });
+    expect(notJson.status).toBe(422);
   });
 
   it('answers 404 JSON for an unknown slug and an unknown route', async () => {

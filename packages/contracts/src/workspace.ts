@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { RECOVERY_REF_PATTERN, projectNameSchema, workspaceNameSchema, slugSchema } from './names.ts';
 
-export const workspaceStateSchema = z.enum(['creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
+/** `queued`: waiting in line for a sandbox slot (it holds its slug, not a slot); see DESIGN.md section 3. */
+export const workspaceStateSchema = z.enum(['queued', 'creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
 export type WorkspaceState = z.infer<typeof workspaceStateSchema>;
 
 export const workspaceSchema = z.object({
@@ -17,6 +18,8 @@ export const workspaceSchema = z.object({
   createdAt: z.string(),
   updatedAt: z.string(),
   lastActivityAt: z.string().nullable(),
+  /** 1-based place in the line for a sandbox slot while queued; null in every other state. */
+  queuePosition: z.number().int().positive().nullable(),
 });
 export type Workspace = z.infer<typeof workspaceSchema>;
 
@@ -24,6 +27,8 @@ export const capacitySchema = z.object({
   running: z.number().int().nonnegative(),
   creating: z.number().int().nonnegative(),
   cap: z.number().int().positive(),
+  /** Workspaces waiting in line for a slot (forks sent with queue: true while the cap was reached). */
+  queued: z.number().int().nonnegative(),
 });
 export type Capacity = z.infer<typeof capacitySchema>;
 
@@ -37,6 +42,10 @@ export type Project = z.infer<typeof projectSchema>;
 /** Audit-trail event types (DESIGN.md section 3). Open-ended on read, closed on write in core. */
 export const eventTypeSchema = z.enum([
   'workspace.reserved',
+  /** A fork sent with queue: true found the cap reached (or a line ahead of it) and waits; data.position is its place. */
+  'workspace.queued',
+  /** A slot freed and the first in line was given it; its fork starts now. */
+  'workspace.promoted',
   'workspace.prepared',
   'sandbox.started',
   'workspace.registered',
@@ -91,9 +100,18 @@ export const forkRequestSchema = z
       // Under refs/grove/ only the recovery refs are a base; anything else there is Grove's bookkeeping.
       .refine((s) => !s.startsWith('refs/grove/') || RECOVERY_REF_PATTERN.test(s), { error: 'from under refs/grove/ must be refs/grove/<slug>/teardown/<n>' })
       .optional(),
+    /**
+     * When every sandbox slot is taken (or others already wait): wait in line (202, state queued, with its
+     * position) instead of the 429 capacity_reached that stays the default.
+     */
+    queue: z.boolean().optional(),
   })
   .strict();
 export type ForkRequest = z.infer<typeof forkRequestSchema>;
+
+/** POST /api/workspaces/:slug/start (body optional): with queue, a reopen at the cap waits in line (202) instead of 429. */
+export const startRequestSchema = z.object({ queue: z.boolean().optional() }).strict();
+export type StartRequest = z.infer<typeof startRequestSchema>;
 
 /** POST /api/workspaces/:slug/restore: saved work of :slug (the newest, or number n) as a new workspace. */
 export const restoreRequestSchema = z
@@ -130,6 +148,14 @@ export const forkAcceptedResponseSchema = z.object({
   workspace: workspaceSchema,
   events: z.string().describe('URL of the audit trail for this workspace'),
 });
+
+/** 202 to a fork sent with queue: true that has to wait: the queued workspace and its place in line. */
+export const forkQueuedResponseSchema = z.object({
+  workspace: workspaceSchema.extend({ state: z.literal('queued'), queuePosition: z.number().int().positive() }),
+  position: z.number().int().positive(),
+  events: z.string().describe('URL of the audit trail for this workspace'),
+});
+export type ForkQueuedResponse = z.infer<typeof forkQueuedResponseSchema>;
 
 export const eventsResponseSchema = z.object({ events: z.array(eventSchema) });
 export type EventsResponse = z.infer<typeof eventsResponseSchema>;

@@ -168,7 +168,7 @@ describe('lifecycle with the Docker driver', () => {
       expect(isGroveError(e) && e.code).toBe('capacity_reached');
       expect(isGroveError(e) && e.details).toMatchObject({ cap: 3 });
     }
-    expect(await grove.capacity()).toEqual({ running: 3, creating: 0, cap: 3 });
+    expect(await grove.capacity()).toEqual({ running: 3, creating: 0, cap: 3, queued: 0 });
     const rows = (await grove.list({ includeGone: true })).workspaces;
     expect(rows.map((w) => w.slug).sort()).toEqual(ok.map((w) => w.slug).sort());
     expect(ls(join(home, 'worktrees', 'demo')).sort()).toEqual(ok.map((w) => w.name).sort());

@@ -191,7 +191,7 @@ describe('fork', () => {
     expect(ok).toHaveLength(2);
     expect(refused).toHaveLength(3);
     for (const r of refused) expect(r.reason).toMatchObject({ code: 'capacity_reached', status: 429, details: { running: expect.any(Number) as number, cap: 2 } });
-    expect(await g.capacity()).toEqual({ running: 2, creating: 0, cap: 2 });
+    expect(await g.capacity()).toEqual({ running: 2, creating: 0, cap: 2, queued: 0 });
     expect((await g.list({ includeGone: true })).workspaces).toHaveLength(2);
     expect(ls(join(home, 'worktrees', 'demo'))).toHaveLength(2);
     expect(driver.containers.size).toBe(2);
@@ -199,7 +199,7 @@ describe('fork', () => {
     // Stop frees a slot; start needs one again.
     const [first] = (await g.list()).workspaces;
     await g.stop(first?.slug ?? '');
-    expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 2 });
+    expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 2, queued: 0 });
     await g.fork({ project: 'demo', name: 'f' });
     await expect(g.start(first?.slug ?? '')).rejects.toMatchObject({ code: 'capacity_reached', details: { running: 2, cap: 2 } });
     expect((await g.get(first?.slug ?? '')).state).toBe('stopped');

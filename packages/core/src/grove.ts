@@ -53,7 +53,7 @@ import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
-import { LIVE_STATES, Store, capacityError, nowIso, toWorkspace } from './store.ts';
+import { LIVE_STATES, Store, capacityError, nowIso, slotFree, toWorkspace } from './store.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
@@ -67,6 +67,9 @@ const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
 /** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
 const MAX_SOCKET_PATH_BYTES = 107;
+/** The idle sweep runs every half idle period, within these bounds. */
+const IDLE_SWEEP_MIN_MS = 50;
+const IDLE_SWEEP_MAX_MS = 60_000;
 
 type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
@@ -149,6 +152,8 @@ class GroveImpl implements Grove {
   /** The egress gate of every workspace with a container, in this process. */
   private readonly gates: EgressGates;
   private closed = false;
+  private readonly idleTimer: NodeJS.Timeout | null = null;
+  private sweeping = false;
 
   constructor(
     private readonly opts: GroveOptions,
@@ -191,6 +196,13 @@ class GroveImpl implements Grove {
       options: opts.egress,
       socketOwner: OWNER,
     });
+    const idle = opts.idleStopMs ?? 0;
+    if (idle > 0) {
+      const every = Math.min(Math.max(Math.floor(idle / 2), IDLE_SWEEP_MIN_MS), IDLE_SWEEP_MAX_MS);
+      this.idleTimer = setInterval(() => void this.idleSweep(idle), every);
+      // The sweep never keeps a process alive on its own; close() clears it.
+      this.idleTimer.unref();
+    }
   }
 
   // ---- queries ----
@@ -209,7 +221,8 @@ class GroveImpl implements Grove {
       for (const r of rows) newest.set(r.slug, r);
       shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
     }
-    return { workspaces: shown.map(toWorkspace), capacity: this.store.capacity(this.opts.maxRunning) };
+    const positions = this.store.queuePositions();
+    return { workspaces: shown.map((r) => toWorkspace(r, positions.get(r.id) ?? null)), capacity: this.store.capacity(this.opts.maxRunning) };
   }
 
   async capacity(): Promise<Capacity> {
@@ -220,7 +233,12 @@ class GroveImpl implements Grove {
     validSlug(slug);
     const row = this.store.live(slug) ?? this.store.latest(slug);
     if (!row) throw notFound(slug);
-    return toWorkspace(row);
+    return this.view(row);
+  }
+
+  /** The API shape of a row, with its place in the line when it is queued. */
+  private view(row: WorkspaceRow): Workspace {
+    return toWorkspace(row, row.state === 'queued' ? (this.store.queuePositions().get(row.id) ?? null) : null);
   }
 
   async lastMessage(slug: string): Promise<LastMessage | null> {
@@ -254,7 +272,9 @@ class GroveImpl implements Grove {
           ? `reopen it with POST /api/workspaces/${slug}/start or \`grove start ${slug}\``
           : row.state === 'creating'
             ? `it is starting; try again in a moment (or POST /api/workspaces/${slug}/start once it is stopped)`
-            : 'it is being torn down';
+            : row.state === 'queued'
+              ? `it waits in line for a sandbox slot (#${this.store.queuePositions().get(row.id) ?? '?'}); it starts when a slot frees`
+              : 'it is being torn down';
       throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: ${hint}`, { details: { slug, state: row.state } });
     }
     const now = Date.now();
@@ -314,14 +334,14 @@ class GroveImpl implements Grove {
 
   async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
-    const { project, name, from } = parseForkRequest(req);
+    const { project, name, from, queue } = parseForkRequest(req);
     const proj = this.requireProject(project);
     // A config edited into something invalid since the project was added is refused before a slot is taken.
     await readProjectConfig(this.paths.projectConfig(project));
-    return this.create({ project: proj, name, isDefault: false, baseRef: from ?? proj.defaultBranch, wait: opts.wait ?? true });
+    return this.create({ project: proj, name, isDefault: false, baseRef: from ?? proj.defaultBranch, wait: opts.wait ?? true, queue: queue ?? false });
   }
 
-  private async create(c: { project: ProjectRow; name: string; isDefault: boolean; baseRef: string; wait: boolean }): Promise<Workspace> {
+  private async create(c: { project: ProjectRow; name: string; isDefault: boolean; baseRef: string; wait: boolean; queue?: boolean }): Promise<Workspace> {
     const slug = validSlug(makeSlug(c.project.name, c.name));
     const socketBytes = Buffer.byteLength(this.paths.socket(slug));
     if (socketBytes > MAX_SOCKET_PATH_BYTES) {
@@ -337,16 +357,22 @@ class GroveImpl implements Grove {
     // in reserveNew is what actually decides).
     if (this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
     const pre = this.store.capacity(this.opts.maxRunning);
-    if (pre.running + pre.creating >= pre.cap) throw capacityError(pre);
+    if (!c.queue && !slotFree(pre)) throw capacityError(pre);
     // The branch is chosen before the reservation and recorded in the row, so a crash at any later point
     // still knows which branch this fork created. Only forks of this slug could create it meanwhile, and
     // the live-slug unique index serializes those.
     const repo = this.paths.repo(c.project.name);
     const branch = c.isDefault ? 'grove/default' : await this.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
-    const { row, capacity } = this.store.reserveNew(
+    const { row, capacity, position } = this.store.reserveNew(
       { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef },
       this.opts.maxRunning,
+      { queue: c.queue },
     );
+    if (position !== null) {
+      // Nothing is made for a queued workspace until promoteQueue gives it a slot (then runCreate as below).
+      this.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: c.baseRef, ...capacity });
+      return toWorkspace(row, position);
+    }
     this.emit(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
     // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
     const abort = new AbortController();
@@ -357,10 +383,50 @@ class GroveImpl implements Grove {
     return toWorkspace(row);
   }
 
+  /**
+   * Give free slots to the line, first in line first, and run the normal fork path for each. Called
+   * whenever a slot may have freed (stop, teardown, a failed fork or start, idle stop, reconcile). The
+   * promotion itself is one atomic transaction (Store.promoteNext), so concurrent calls never start the
+   * same workspace twice nor exceed the cap. Never throws.
+   */
+  private async promoteQueue(): Promise<void> {
+    if (this.closed || this.store.capacity(this.opts.maxRunning).queued === 0) return;
+    try {
+      // With Docker down every promoted fork would fail: the line waits (reconcile promotes once it is back).
+      await this.opts.driver.ping();
+    } catch (e) {
+      this.log.warn({ err: e }, 'queue.waiting: docker unavailable, the line keeps waiting');
+      return;
+    }
+    for (;;) {
+      if (this.closed) return;
+      let next: ReturnType<Store['promoteNext']>;
+      try {
+        next = this.store.promoteNext(this.opts.maxRunning);
+      } catch (e) {
+        this.log.error({ err: e }, `queue promotion failed: ${reasonOf(e)}`);
+        return;
+      }
+      if (!next) return;
+      const { row, capacity } = next;
+      // A row with a worktree was stopped and queued to reopen (a queued fork gets its worktree in runCreate).
+      const reopen = row.worktreePath !== null;
+      this.emit(row.slug, 'workspace.promoted', { workspaceId: row.id, op: reopen ? 'start' : 'fork', ...capacity });
+      if (!reopen) this.emit(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
+      const abort = new AbortController();
+      const task = this.slugs.run(row.slug, () => (reopen ? this.runStart(row.id, abort.signal, { row, capacity }) : this.runCreate(row, abort.signal)));
+      this.track(row.slug, abort, task);
+      task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
+    }
+  }
+
   private async runCreate(reserved: WorkspaceRow, signal: AbortSignal): Promise<Workspace> {
     const t0 = Date.now();
     const { slug, project } = reserved;
     let row = reserved;
+    // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
+    const now = this.store.byId(reserved.id);
+    if (now?.state !== 'creating') throw invalidState(now ?? reserved, 'create');
     const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null };
     let step: Step = 'worktree';
     try {
@@ -394,24 +460,9 @@ class GroveImpl implements Grove {
       await this.prepareDirs(slug, { fresh: true });
       this.checkAbort(signal);
 
-      step = 'egress';
-      await this.gates.ensure(slug, await this.policyOf(row));
-
-      step = 'image';
-      await this.requireImage();
-
-      step = 'container';
-      const info = await this.ensureSandbox(row, wt.adminDir);
-      row = this.store.update(row.id, { containerId: info.id }) ?? row;
-      this.checkAbort(signal);
-
-      step = 'health';
-      await this.waitHealthy(slug, signal);
-
-      step = 'register';
-      const running = this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
-      if (!running) throw new StepFailure('the workspace left the creating state while it was being created');
-      this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId: info.id, ms: Date.now() - t0 });
+      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'created', (s) => (step = s));
+      row = running;
+      this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
       const reason = reasonOf(e);
@@ -419,8 +470,41 @@ class GroveImpl implements Grove {
       const problems = await this.rollbackFork(row, undo);
       this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null });
       this.emit(slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step, reason, ms: Date.now() - t0, ...(problems.length ? { rollbackProblems: problems } : {}) });
+      void this.promoteQueue(); // the slot this fork held is free again
       throw spawnError(e, reason, { slug, step });
     }
+  }
+
+  /**
+   * The steps fork and start share once the worktree and dirs are ready: egress gate, image, container,
+   * health, then creating -> running. `at` records the current step for the caller's failure report.
+   */
+  private async bringUp(
+    reserved: WorkspaceRow,
+    adminDir: string,
+    signal: AbortSignal,
+    verb: 'created' | 'started',
+    at: (step: Step) => void,
+  ): Promise<{ running: WorkspaceRow; containerId: string }> {
+    let row = reserved;
+    at('egress');
+    await this.gates.ensure(row.slug, await this.policyOf(row));
+
+    at('image');
+    await this.requireImage();
+
+    at('container');
+    const info = await this.ensureSandbox(row, adminDir);
+    row = this.store.update(row.id, { containerId: info.id }) ?? row;
+    this.checkAbort(signal);
+
+    at('health');
+    await this.waitHealthy(row.slug, signal);
+
+    at('register');
+    const running = this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
+    if (!running) throw new StepFailure(`the workspace left the creating state while it was being ${verb}`);
+    return { running, containerId: info.id };
   }
 
   /** Undo a fork: container, worktree (+ the branch when this fork created it and it holds no work), dirs, thread. Never throws. */
@@ -459,11 +543,25 @@ class GroveImpl implements Grove {
   // ---- stop / start ----
 
   async stop(slug: string): Promise<Workspace> {
+    return this.stopAs(slug, null);
+  }
+
+  /** Stop a running workspace; reason 'idle' when the idle sweep does it. The freed slot goes to the line. */
+  private async stopAs(slug: string, reason: 'idle' | null): Promise<Workspace> {
     this.assertOpen();
     const row = this.requireLive(slug);
     if (row.state === 'stopped') return toWorkspace(row);
+    if (row.state === 'queued' && row.worktreePath !== null) {
+      // Queued to reopen: stopping it means leaving the line and staying stopped.
+      const left = this.store.update(row.id, { state: 'stopped', queueSeq: null }, 'queued');
+      if (left) {
+        this.emit(slug, 'workspace.stopped', { workspaceId: row.id, ms: 0, reason: 'left the line' });
+        return toWorkspace(left);
+      }
+      return this.stopAs(slug, reason); // promoted meanwhile: stop it as usual
+    }
     if (row.state !== 'running') throw invalidState(row, 'stop');
-    return this.slugs.run(slug, async () => {
+    const stopped = await this.slugs.run(slug, async () => {
       const cur = this.store.byId(row.id);
       if (!cur) throw notFound(slug);
       if (cur.state === 'stopped') return toWorkspace(cur);
@@ -475,29 +573,82 @@ class GroveImpl implements Grove {
       await this.gates.close(slug);
       const done = this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState(this.store.byId(cur.id) ?? cur, 'stop');
-      this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(agentSessionId ? { agentSessionId } : {}) });
+      this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
       return toWorkspace(done);
     });
+    await this.promoteQueue();
+    return stopped;
   }
 
-  async start(slug: string): Promise<Workspace> {
+  /**
+   * Stop running workspaces without activity (a proxied request, or a state change when there was none)
+   * for idleMs. A backend in the middle of a turn counts as active: an agent may work long without traffic.
+   */
+  private async idleSweep(idleMs: number): Promise<void> {
+    if (this.closed || this.sweeping) return;
+    this.sweeping = true;
+    try {
+      for (const row of this.store.rows({ states: ['running'] })) {
+        if (this.closed) return;
+        if (this.inflight.has(row.slug) || this.slugs.isBusy(row.slug)) continue;
+        const now = Date.now();
+        const last = Math.max(Date.parse(row.lastActivityAt ?? row.updatedAt), this.activity.get(row.slug) ?? 0);
+        if (now - last < idleMs) continue;
+        if (await this.backendBusy(row.slug)) {
+          this.activity.set(row.slug, now);
+          this.store.touch(row.id, new Date(now).toISOString());
+          continue;
+        }
+        try {
+          await this.stopAs(row.slug, 'idle');
+        } catch (e) {
+          this.log.warn({ err: e, slug: row.slug }, `idle stop of ${row.slug} failed: ${reasonOf(e)}`);
+        }
+      }
+    } catch (e) {
+      this.log.error({ err: e }, `idle sweep failed: ${reasonOf(e)}`);
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  /** Whether the backend reports a turn in progress. Unreachable counts as not busy. */
+  private async backendBusy(slug: string): Promise<boolean> {
+    try {
+      const { status, body } = await getOverSocket(this.paths.socket(slug), '/status', 1_000);
+      return status === 200 && (body as { busy?: unknown } | null)?.busy === true;
+    } catch {
+      return false;
+    }
+  }
+
+  async start(slug: string, opts: { queue?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
     const row = this.requireLive(slug);
     if (row.state === 'running') return toWorkspace(row);
+    if (row.state === 'queued' && opts.queue) return this.view(row);
     if (row.state !== 'stopped') throw invalidState(row, 'start');
     await this.opts.driver.ping();
+    if (opts.queue) {
+      const queued = this.store.queueStart(row.id, this.opts.maxRunning);
+      if (queued) {
+        this.emit(slug, 'workspace.queued', { workspaceId: row.id, op: 'start', position: queued.position, ...queued.capacity });
+        return toWorkspace(queued.row, queued.position);
+      }
+    }
     const abort = new AbortController();
     const task = this.slugs.run(slug, () => this.runStart(row.id, abort.signal));
     this.track(slug, abort, task);
     return task;
   }
 
-  private async runStart(id: number, signal: AbortSignal): Promise<Workspace> {
+  /** Reopen a stopped workspace; `promoted`: its slot was already given to it by promoteQueue. */
+  private async runStart(id: number, signal: AbortSignal, promoted?: { row: WorkspaceRow; capacity: Capacity }): Promise<Workspace> {
     const cur = this.store.byId(id);
     if (cur?.state === 'running') return toWorkspace(cur); // a concurrent start won
+    if (promoted && cur?.state !== 'creating') throw invalidState(cur ?? promoted.row, 'start'); // left the line meanwhile
     const t0 = Date.now();
-    const { row: reserved, capacity } = this.store.reserveStart(id, this.opts.maxRunning);
-    let row = reserved;
+    const { row, capacity } = promoted ?? this.store.reserveStart(id, this.opts.maxRunning);
     const { slug, project } = row;
     this.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
     let step: Step = 'worktree';
@@ -515,27 +666,12 @@ class GroveImpl implements Grove {
 
       step = 'dirs';
       await this.prepareDirs(slug, { fresh: false });
-      step = 'egress';
-      await this.gates.ensure(slug, await this.policyOf(row));
       const before = await this.opts.driver.inspect(slug);
       // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
-      step = 'image';
-      await this.requireImage();
-
-      step = 'container';
-      const info = await this.ensureSandbox(row, wt.adminDir);
-      row = this.store.update(row.id, { containerId: info.id }) ?? row;
-      this.checkAbort(signal);
-
-      step = 'health';
-      await this.waitHealthy(slug, signal);
-
-      step = 'register';
-      const running = this.store.update(id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
-      if (!running) throw new StepFailure('the workspace left the creating state while it was being started');
-      this.emit(slug, 'workspace.started', { workspaceId: id, containerId: info.id, ms: Date.now() - t0 });
+      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'started', (s) => (step = s));
+      this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
       const reason = reasonOf(e);
@@ -550,6 +686,7 @@ class GroveImpl implements Grove {
       await this.host.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the host listeners after a failed start'));
       this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
+      void this.promoteQueue(); // the slot this start held is free again
       throw spawnError(e, reason, { slug, step });
     }
   }
@@ -569,11 +706,22 @@ class GroveImpl implements Grove {
     let row = this.store.live(slug) ?? this.store.latest(slug);
     if (!row) throw notFound(slug);
     if (row.state === 'gone') return toWorkspace(row);
+    if (row.state === 'queued' && row.worktreePath === null) {
+      // Cancelling a queued fork: no worktree, container or thread was ever made; the others keep their order.
+      const gone = this.store.update(row.id, { state: 'gone', queueSeq: null }, 'queued');
+      if (gone) {
+        this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, from: 'queued', cancelled: true, branch: row.branch, archive: null, recoveryRef: null, ms: 0 });
+        return toWorkspace(gone);
+      }
+      // Promoted meanwhile: tear down what its fork made.
+      row = this.store.byId(row.id) ?? row;
+    }
     const t0 = Date.now();
     const from = row.state;
     // A failed row is history, not live: it is cleaned and dismissed without entering a live state again.
     if (from !== 'tearing-down' && from !== 'failed') {
-      row = this.store.update(row.id, { state: 'tearing-down' }, from) ?? row;
+      // queueSeq: a stopped workspace queued to reopen leaves the line too.
+      row = this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from) ?? row;
     }
     this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
@@ -590,6 +738,7 @@ class GroveImpl implements Grove {
     const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
     this.activity.delete(slug);
     this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
+    if (from === 'running' || from === 'creating') void this.promoteQueue();
     return toWorkspace(gone);
   }
 
@@ -804,6 +953,8 @@ class GroveImpl implements Grove {
     await this.reconcileGates();
     await this.reconcileHostServices();
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
+    // The line survives a restart (queued rows keep their queue_seq); slots freed while we were down go to it now.
+    await this.promoteQueue();
   }
 
   /**
@@ -979,6 +1130,7 @@ class GroveImpl implements Grove {
     if (this.closed) return;
     this.closed = true;
     this.unwatch?.();
+    if (this.idleTimer) clearInterval(this.idleTimer);
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));

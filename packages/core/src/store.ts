@@ -2,13 +2,15 @@ import { GroveError } from '@grove/contracts';
 import type { Capacity, GroveEvent, Workspace } from '@grove/contracts';
 import { events, projects, workspaces } from '@grove/db';
 import type { Db, EventRow, NewWorkspaceRow, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
-import { and, asc, count, desc, eq, gt, inArray, sql } from 'drizzle-orm';
+import { and, asc, count, desc, eq, gt, inArray, max, sql } from 'drizzle-orm';
 
 /** Registry queries over the db handle. Synchronous (better-sqlite3), so each call is atomic in-process. */
 
-export const LIVE_STATES = ['creating', 'running', 'stopped', 'tearing-down'] as const satisfies readonly WorkspaceStateValue[];
+export const LIVE_STATES = ['queued', 'creating', 'running', 'stopped', 'tearing-down'] as const satisfies readonly WorkspaceStateValue[];
 /** States that occupy a sandbox slot. */
 const SLOT_STATES = ['creating', 'running'] as const satisfies readonly WorkspaceStateValue[];
+/** What capacity() counts: the slot holders and the line. */
+const COUNTED_STATES = [...SLOT_STATES, 'queued'] as const satisfies readonly WorkspaceStateValue[];
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 type Q = Db | Tx;
@@ -17,7 +19,8 @@ export function nowIso(): string {
   return new Date().toISOString();
 }
 
-export function toWorkspace(r: WorkspaceRow): Workspace {
+/** queuePosition: the row's 1-based place in the line when it is queued (see Store.queuePositions). */
+export function toWorkspace(r: WorkspaceRow, queuePosition: number | null = null): Workspace {
   // Host paths (worktree_path, container_id) stay inside core.
   return {
     slug: r.slug,
@@ -32,6 +35,7 @@ export function toWorkspace(r: WorkspaceRow): Workspace {
     createdAt: r.createdAt,
     updatedAt: r.updatedAt,
     lastActivityAt: r.lastActivityAt,
+    queuePosition: r.state === 'queued' ? queuePosition : null,
   };
 }
 
@@ -44,11 +48,19 @@ function isUniqueViolation(e: unknown): boolean {
 }
 
 export function capacityError(c: Capacity): GroveError {
-  return new GroveError(
-    'capacity_reached',
-    `all ${c.cap} sandbox slots are in use (${c.running} running, ${c.creating} starting); stop or tear down a workspace first`,
-    { details: { running: c.running, creating: c.creating, cap: c.cap } },
-  );
+  const line = c.queued > 0 ? `; ${c.queued} ${c.queued === 1 ? 'workspace waits' : 'workspaces wait'} in line for a slot` : '';
+  const why = c.running + c.creating >= c.cap ? `all ${c.cap} sandbox slots are in use (${c.running} running, ${c.creating} starting)` : `a slot is about to go to the first in line`;
+  return new GroveError('capacity_reached', `${why}${line}; stop or tear down a workspace first, or fork with queue: true to wait in line`, {
+    details: { running: c.running, creating: c.creating, cap: c.cap, queued: c.queued },
+  });
+}
+
+/**
+ * Whether a new fork or a reopen may take a slot now: one is free and nobody waits in line (a caller
+ * never jumps the line; the first in line gets the next free slot through promoteNext).
+ */
+export function slotFree(c: Capacity): boolean {
+  return c.running + c.creating < c.cap && c.queued === 0;
 }
 
 export class Store {
@@ -118,18 +130,58 @@ export class Store {
     const rows = q
       .select({ state: workspaces.state, n: count() })
       .from(workspaces)
-      .where(inArray(workspaces.state, [...SLOT_STATES]))
+      .where(inArray(workspaces.state, [...COUNTED_STATES]))
       .groupBy(workspaces.state)
       .all();
     const of = (s: WorkspaceStateValue): number => rows.find((r) => r.state === s)?.n ?? 0;
-    return { running: of('running'), creating: of('creating'), cap };
+    return { running: of('running'), creating: of('creating'), cap, queued: of('queued') };
+  }
+
+  /** The line for a slot, first in line first. */
+  queue(q: Q = this.db): WorkspaceRow[] {
+    return q.select().from(workspaces).where(eq(workspaces.state, 'queued')).orderBy(asc(workspaces.queueSeq), asc(workspaces.id)).all();
+  }
+
+  /** Row id -> 1-based place in the line, for every queued row. */
+  queuePositions(q: Q = this.db): Map<number, number> {
+    return new Map(this.queue(q).map((r, i) => [r.id, i + 1]));
+  }
+
+  /**
+   * Give a free slot to the first in line, in one BEGIN IMMEDIATE transaction: queued -> creating when
+   * running + creating < cap. Undefined when no slot is free or nobody waits. Synchronous and atomic, so two
+   * frees (in this process or another) never promote the same row twice nor exceed the cap.
+   */
+  promoteNext(cap: number): { row: WorkspaceRow; capacity: Capacity } | undefined {
+    return this.db.transaction(
+      (tx) => {
+        const c = this.capacity(cap, tx);
+        if (c.running + c.creating >= cap || c.queued === 0) return undefined;
+        const [first] = this.queue(tx);
+        if (!first) return undefined;
+        const row = tx
+          .update(workspaces)
+          .set({ state: 'creating', queueSeq: null, updatedAt: nowIso() })
+          .where(and(eq(workspaces.id, first.id), eq(workspaces.state, 'queued')))
+          .returning()
+          .get();
+        if (!row) return undefined;
+        return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 } };
+      },
+      { behavior: 'immediate' },
+    );
   }
 
   /**
    * Reserve a slot for a new workspace in one BEGIN IMMEDIATE transaction: a live row with the slug ->
-   * workspace_exists; running + creating >= cap -> capacity_reached; else the row is inserted as creating.
+   * workspace_exists; no free slot (see slotFree) -> capacity_reached, or with `queue` the row is inserted
+   * as queued at the end of the line (position is its 1-based place); else the row is inserted as creating.
    */
-  reserveNew(values: Omit<NewWorkspaceRow, 'state' | 'createdAt' | 'updatedAt'>, cap: number): { row: WorkspaceRow; capacity: Capacity } {
+  reserveNew(
+    values: Omit<NewWorkspaceRow, 'state' | 'createdAt' | 'updatedAt' | 'queueSeq'>,
+    cap: number,
+    opts: { queue?: boolean } = {},
+  ): { row: WorkspaceRow; capacity: Capacity; position: number | null } {
     try {
       return this.db.transaction(
         (tx) => {
@@ -137,14 +189,24 @@ export class Store {
             throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
           }
           const c = this.capacity(cap, tx);
-          if (c.running + c.creating >= cap) throw capacityError(c);
           const at = nowIso();
+          if (!slotFree(c)) {
+            if (!opts.queue) throw capacityError(c);
+            // The check and the insert share the transaction: no fork slips between "full" and "in line".
+            const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
+            const row = tx
+              .insert(workspaces)
+              .values({ ...values, state: 'queued', queueSeq: (last?.seq ?? 0) + 1, createdAt: at, updatedAt: at })
+              .returning()
+              .get();
+            return { row, capacity: { ...c, queued: c.queued + 1 }, position: c.queued + 1 };
+          }
           const row = tx
             .insert(workspaces)
             .values({ ...values, state: 'creating', createdAt: at, updatedAt: at })
             .returning()
             .get();
-          return { row, capacity: { ...c, creating: c.creating + 1 } };
+          return { row, capacity: { ...c, creating: c.creating + 1 }, position: null };
         },
         { behavior: 'immediate' },
       );
@@ -164,7 +226,7 @@ export class Store {
           throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
         }
         const c = this.capacity(cap, tx);
-        if (c.running + c.creating >= cap) throw capacityError(c);
+        if (!slotFree(c)) throw capacityError(c);
         const row = tx
           .update(workspaces)
           .set({ state: 'creating', failureReason: null, updatedAt: nowIso() })
@@ -172,6 +234,32 @@ export class Store {
           .returning()
           .get();
         return { row, capacity: { ...c, creating: c.creating + 1 } };
+      },
+      { behavior: 'immediate' },
+    );
+  }
+
+  /**
+   * Put a stopped workspace in line to reopen, in one BEGIN IMMEDIATE transaction with the slot check:
+   * undefined when a slot is free (reopen it now with reserveStart), else stopped -> queued at the end.
+   */
+  queueStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity; position: number } | undefined {
+    return this.db.transaction(
+      (tx) => {
+        const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
+        if (!cur || cur.state !== 'stopped') {
+          throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
+        }
+        const c = this.capacity(cap, tx);
+        if (slotFree(c)) return undefined;
+        const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
+        const row = tx
+          .update(workspaces)
+          .set({ state: 'queued', queueSeq: (last?.seq ?? 0) + 1, updatedAt: nowIso() })
+          .where(eq(workspaces.id, id))
+          .returning()
+          .get();
+        return { row, capacity: { ...c, queued: c.queued + 1 }, position: c.queued + 1 };
       },
       { behavior: 'immediate' },
     );

@@ -29,6 +29,11 @@ export interface GroveOptions {
   providerRelay?: { upstream: string; apiKey: string | null };
   /** The egress floor: project default rules, resolver and connector hooks, limits. */
   egress?: EgressOptions;
+  /**
+   * Stop running workspaces idle (no proxied request, no turn in progress) for this long; the freed slot
+   * goes to the first in line. 0 or absent: never (GROVE_IDLE_STOP in the server, default 30 min).
+   */
+  idleStopMs?: number;
 }
 
 export interface AddProjectOptions {
@@ -54,13 +59,20 @@ export interface Grove {
    * Reserve a slot (429 capacity_reached), add the worktree, start the sandbox, wait for health, register.
    * wait=true: resolves with the running workspace or rejects with spawn_failed after rolling back.
    * wait=false: resolves right after the reservation (state creating); the rest continues in the background.
+   * req.queue=true: when no slot is free (or others wait), resolves at once with the workspace queued at the
+   * end of the line (queuePosition); it is forked when a slot frees. Cancel with teardown.
    */
   fork(req: ForkRequest, opts?: { wait?: boolean }): Promise<Workspace>;
+  /** Stop a running workspace; the freed slot goes to the first in line. */
   stop(slug: string): Promise<Workspace>;
-  /** Reopen a stopped workspace: same worktree, thread and agent session. */
-  start(slug: string): Promise<Workspace>;
   /**
-   * Container and worktree removed, thread archived, branch kept. Uncommitted work (changes, staged or not, and
+   * Reopen a stopped workspace: same worktree, thread and agent session. opts.queue: when no slot is free (or
+   * others wait), resolves at once with it queued (queuePosition); it reopens when a slot frees.
+   */
+  start(slug: string, opts?: { queue?: boolean }): Promise<Workspace>;
+  /**
+   * A queued workspace just leaves the line (nothing was made for it; the others keep their order).
+   * Otherwise: container and worktree removed, thread archived, branch kept. Uncommitted work (changes, staged or not, and
    * untracked files that are not ignored) is first saved to refs/grove/<slug>/teardown/<n>.
    */
   teardown(slug: string): Promise<Workspace>;

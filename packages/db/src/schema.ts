@@ -14,7 +14,7 @@ export const projects = sqliteTable('projects', {
 });
 
 /** The states a row can hold; mirrors workspaceStateSchema in @grove/contracts. */
-export type WorkspaceStateValue = 'creating' | 'running' | 'stopped' | 'tearing-down' | 'gone' | 'failed';
+export type WorkspaceStateValue = 'queued' | 'creating' | 'running' | 'stopped' | 'tearing-down' | 'gone' | 'failed';
 
 export const workspaces = sqliteTable(
   'workspaces',
@@ -37,6 +37,11 @@ export const workspaces = sqliteTable(
     updatedAt: text('updated_at').notNull(),
     lastActivityAt: text('last_activity_at'),
     /**
+     * The place in the line for a sandbox slot while the row is queued (smaller goes first; FIFO), null
+     * otherwise. Stored, so the line keeps its order across a server restart.
+     */
+    queueSeq: integer('queue_seq'),
+    /**
      * The workspace's egress policy ({rules: [{host, ports}]}, checked by egressPolicySchema in contracts);
      * null means the project default. Kept on the host only: never in a directory a sandbox mounts.
      */
@@ -49,6 +54,7 @@ export const workspaces = sqliteTable(
       .on(t.slug)
       .where(sql`${t.state} IN ('queued', 'creating', 'running', 'stopped', 'tearing-down')`),
     index('workspaces_project').on(t.project),
+    index('workspaces_queue').on(t.state, t.queueSeq),
   ],
 );
 

@@ -13,6 +13,8 @@ import { ForkSteps } from './ForkSteps.tsx';
 interface ForkDialogProps {
   projects: Project[];
   workspaces: Workspace[];
+  /** Every sandbox slot is taken (or others wait): the dialog offers a place in line, checked by default. */
+  full?: boolean;
   onClose: () => void;
   /** The list should be read again (a workspace appeared, started or failed). */
   onChanged: () => void;
@@ -25,6 +27,8 @@ interface Started {
   name: string;
   slug: string;
   message: string;
+  /** Its place in line when the fork had to wait (202 queued); null when it started at once. */
+  position: number | null;
 }
 
 /** The first rule the value breaks, in the schema's own words; null when it passes. */
@@ -33,7 +37,7 @@ function firstIssue(r: { success: boolean; error?: { issues: Array<{ message: st
   return r.error?.issues[0]?.message ?? 'invalid value';
 }
 
-export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted }: ForkDialogProps) {
+export function ForkDialog({ projects, workspaces, full = false, onClose, onChanged, onStarted }: ForkDialogProps) {
   const [project, setProject] = useState(projects[0]?.name ?? '');
   const [name, setName] = useState('');
   const [from, setFrom] = useState('');
@@ -41,9 +45,12 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
   const [touched, setTouched] = useState(false);
   const [serverNameError, setServerNameError] = useState<string | null>(null);
   const [submitError, setSubmitError] = useState<string | null>(null);
-  const [full, setFull] = useState<{ running: number; creating: number; cap: number } | null>(null);
+  // A 429 that arrived after the dialog opened: the explanation, and from then on the offer of the line.
+  const [capped, setCapped] = useState<{ running: number; creating: number; cap: number } | null>(null);
   const [submitting, setSubmitting] = useState(false);
   const [started, setStarted] = useState<Started | null>(null);
+  const [queue, setQueue] = useState(true);
+  const atCap = full || capped !== null;
   const ids = { name: useId(), nameMsg: useId(), from: useId(), fromHelp: useId(), list: useId(), msg: useId(), project: useId() };
 
   const current = projects.find((p) => p.name === project);
@@ -62,11 +69,13 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
     if (nameError || fromError || submitting) return;
     setSubmitting(true);
     setSubmitError(null);
-    setFull(null);
+    setCapped(null);
     try {
-      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}) });
-      setStarted({ project, name, slug: workspace.slug, message: message.trim() });
-      onStarted?.(workspace.slug);
+      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}), ...(atCap && queue ? { queue: true } : {}) });
+      const position = workspace.state === 'queued' ? workspace.queuePosition : null;
+      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position });
+      // A workspace in line has nothing to show in a tab yet; its card tells its place.
+      if (position === null) onStarted?.(workspace.slug);
       onChanged();
     } catch (err) {
       if (isApiError(err) && err.code === 'capacity_reached') {
@@ -75,7 +84,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
         const running = typeof err.body.running === 'number' ? err.body.running : 0;
         const creating = typeof err.body.creating === 'number' ? err.body.creating : 0;
         const cap = typeof err.body.cap === 'number' ? err.body.cap : running + creating;
-        setFull({ running, creating, cap });
+        setCapped({ running, creating, cap });
         onChanged();
       } else if (isApiError(err) && (err.code === 'invalid_name' || err.code === 'workspace_exists')) {
         setServerNameError(err.message);
@@ -92,6 +101,7 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
       <Modal title={`Starting ${started.name}`} onClose={onClose}>
         <ForkProgressView
           started={started}
+          workspaces={workspaces}
           onChanged={onChanged}
           onRetry={() => {
             setStarted(null);
@@ -107,9 +117,9 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
     <Modal title="New workspace" onClose={onClose}>
       <p className="dialog-lead">A workspace is its own branch, checkout and sandboxed agent. It runs next to the others; nothing is shared.</p>
       <form onSubmit={(e) => void submit(e)} noValidate>
-        {submitError || full ? (
+        {submitError || capped ? (
           <p className="dialog-alert" role="alert">
-            {full ? capacityReason(full, workspaces) : submitError}
+            {capped ? capacityReason(capped, workspaces) : submitError}
           </p>
         ) : null}
         {projects.length > 1 ? (
@@ -177,12 +187,20 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
           </label>
           <textarea id={ids.msg} value={message} onChange={(e) => setMessage(e.target.value)} rows={3} placeholder="Sent to the agent as soon as the workspace is ready" />
         </div>
+        {atCap ? (
+          <div className="field">
+            <label className="checkbox">
+              <input type="checkbox" checked={queue} onChange={(e) => setQueue(e.target.checked)} /> Wait in line for a free sandbox
+            </label>
+            <p className="field-help">All sandboxes are in use. In line, it starts by itself when one frees; otherwise the request is refused.</p>
+          </div>
+        ) : null}
         <div className="dialog-actions">
           <button type="button" className="btn" onClick={onClose}>
             Cancel
           </button>
           <button type="submit" className="btn btn-primary" disabled={submitting || (touched && (nameError !== null || fromError !== null))}>
-            {submitting ? 'Creating…' : 'Create workspace'}
+            {submitting ? 'Creating…' : atCap && queue ? 'Wait in line' : 'Create workspace'}
           </button>
         </div>
       </form>
@@ -190,8 +208,23 @@ export function ForkDialog({ projects, workspaces, onClose, onChanged, onStarted
   );
 }
 
-function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: Started; onChanged: () => void; onRetry: () => void; onClose: () => void }) {
+function ForkProgressView({
+  started,
+  workspaces,
+  onChanged,
+  onRetry,
+  onClose,
+}: {
+  started: Started;
+  workspaces: Workspace[];
+  onChanged: () => void;
+  onRetry: () => void;
+  onClose: () => void;
+}) {
   const watch = useLifecycleProgress(started.slug, { op: 'fork' });
+  // The list is kept live by events, so the place in line moves as others start or leave.
+  const now = workspaces.find((w) => w.slug === started.slug);
+  const position = now ? (now.state === 'queued' ? now.queuePosition : null) : started.position;
   const [firstMessage, setFirstMessage] = useState<'idle' | 'sending' | 'sent' | string>('idle');
   const sentOnce = useRef(false);
   const finished = watch.done || watch.failed !== null;
@@ -218,7 +251,13 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
   return (
     <>
       <p className="dialog-lead">
-        {watch.done ? 'Ready.' : watch.failed ? 'It could not be started; everything it set up was undone.' : 'Setting up. You can close this; the card keeps showing progress.'}
+        {watch.done
+          ? 'Ready.'
+          : watch.failed
+            ? 'It could not be started; everything it set up was undone.'
+            : position !== null
+              ? `Waiting in line: #${position}. It starts by itself when a sandbox frees; you can close this, the card shows its place.`
+              : 'Setting up. You can close this; the card keeps showing progress.'}
       </p>
       <ForkSteps watch={watch} label={`Progress of ${started.name}`} />
       {watch.failed ? (
@@ -226,7 +265,7 @@ function ForkProgressView({ started, onChanged, onRetry, onClose }: { started: S
           {watch.failed}
         </p>
       ) : null}
-      {watch.timedOut ? (
+      {watch.timedOut && position === null ? (
         <p className="dialog-warn spaced" role="status">
           This is taking longer than usual. The card in the list shows its state.
         </p>

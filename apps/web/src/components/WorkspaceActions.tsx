@@ -85,6 +85,12 @@ export function WorkspaceActions({ workspace: w, variant, fullReason = null, err
           {busy === 'start' ? `Reopening… ${elapsed} s` : 'Reopen'}
         </button>
       ) : null}
+      {w.state === 'queued' ? (
+        // Nothing was made for it yet, so leaving the line needs no confirmation.
+        <button className="btn btn-small" onClick={() => void run('teardown')} disabled={busy !== null}>
+          {busy === 'teardown' ? 'Leaving the line…' : 'Leave the line'}
+        </button>
+      ) : null}
       {canTeardown ? (
         <button className="btn btn-small btn-danger" onClick={() => setConfirming(true)} disabled={busy !== null}>
           Tear down

@@ -58,6 +58,11 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {/* A stopped workspace carries a reason only when it stopped on its own (crash, out of memory). */}
       {(w.state === 'failed' || w.state === 'stopped') && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
+      {w.state === 'queued' ? (
+        <p className="card-queue" role="status">
+          <strong>#{w.queuePosition ?? '?'} in line</strong> for a sandbox; it starts by itself when one frees.
+        </p>
+      ) : null}
       <div className="card-actions">
         <WorkspaceActions workspace={w} variant="card" fullReason={fullReason} errorClassName="card-error card-actions-error" onChanged={onChanged} onBusyChange={setBusy} />
       </div>

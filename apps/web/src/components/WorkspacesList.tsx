@@ -40,6 +40,7 @@ export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked 
         <ForkDialog
           projects={projects.length ? projects : projectsFrom(load.data.workspaces)}
           workspaces={load.data.workspaces}
+          full={isFull(load.data.capacity)}
           onClose={() => setForking(false)}
           onChanged={onChanged}
           onStarted={onForked}
@@ -83,7 +84,8 @@ function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspa
         <h2>All workspaces</h2>
         <Meter capacity={capacity} />
         <span className="toolbar-spacer" />
-        <button className="btn btn-primary" onClick={onFork} disabled={full} aria-describedby={full ? 'cap-reason' : undefined}>
+        {/* At the cap the dialog offers a place in line instead. */}
+        <button className="btn btn-primary" onClick={onFork} aria-describedby={full ? 'cap-reason' : undefined}>
           New workspace
         </button>
       </div>
@@ -91,7 +93,7 @@ function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspa
         <div className="cap-reason" id="cap-reason" role="status">
           <span aria-hidden="true">⚠</span>
           <p>
-            <strong>New workspaces are paused.</strong> {reason}
+            <strong>New workspaces wait in line.</strong> {reason}
           </p>
         </div>
       ) : null}
@@ -106,7 +108,7 @@ function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspa
             tone="empty"
             title="No workspaces yet"
             actions={
-              <button className="btn btn-primary" onClick={onFork} disabled={full}>
+              <button className="btn btn-primary" onClick={onFork}>
                 New workspace
               </button>
             }
@@ -149,7 +151,7 @@ function groupByProject(list: Workspace[]): Array<[string, Workspace[]]> {
 }
 
 function Meter({ capacity }: { capacity: Capacity }) {
-  const { running, creating, cap } = capacity;
+  const { running, creating, cap, queued } = capacity;
   const full = isFull(capacity);
   const pct = (n: number) => `${Math.min(100, (n / cap) * 100)}%`;
   return (
@@ -163,6 +165,7 @@ function Meter({ capacity }: { capacity: Capacity }) {
           {running} / {cap}
         </strong>{' '}
         sandboxes running{creating ? `, ${creating} starting` : ''}
+        {queued ? `, ${queued} waiting in line` : ''}
       </span>
     </div>
   );

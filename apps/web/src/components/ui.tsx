@@ -59,6 +59,7 @@ export function SignInNotice() {
 }
 
 const STATE_LABEL: Record<WorkspaceState, string> = {
+  queued: 'Waiting in line',
   creating: 'Starting',
   running: 'Running',
   stopped: 'Stopped',

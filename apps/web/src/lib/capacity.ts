@@ -1,8 +1,9 @@
 // The concurrency cap in words: whether a new sandbox fits, and if not, why and what to do about it.
 import type { Capacity, Workspace } from '@grove/contracts';
 
+/** No slot for a new sandbox now: all are in use, or others already wait in line (nobody jumps it). */
 export function isFull(c: Capacity): boolean {
-  return c.running + c.creating >= c.cap;
+  return c.running + c.creating >= c.cap || c.queued > 0;
 }
 
 /** Names of the running workspaces, the ones the reader can stop or tear down to make room. */

@@ -51,8 +51,9 @@ describe('lifecycleProgress', () => {
 describe('capacity', () => {
   const w = (name: string, state: Workspace['state'], isDefault = false) => ({ name, state, isDefault, project: 'demo' }) as Workspace;
   it('is full when running plus creating reaches the cap', () => {
-    expect(isFull({ running: 1, creating: 1, cap: 2 })).toBe(true);
-    expect(isFull({ running: 1, creating: 0, cap: 2 })).toBe(false);
+    expect(isFull({ running: 1, creating: 1, cap: 2, queued: 0 })).toBe(true);
+    expect(isFull({ running: 1, creating: 0, cap: 2, queued: 0 })).toBe(false);
+    expect(isFull({ running: 1, creating: 0, cap: 2, queued: 1 })).toBe(true);
   });
   it('names the way out', () => {
     const text = capacityReason({ running: 2, creating: 0, cap: 2 }, [w('default', 'running', true), w('a', 'running'), w('b', 'stopped')]);

@@ -16,6 +16,7 @@ const ws = (name: string, state: Workspace['state'], lastActivityAt: string | nu
   createdAt: '2026-01-01T00:00:00Z',
   updatedAt: '2026-01-01T00:00:00Z',
   lastActivityAt,
+  queuePosition: null,
 });
 
 describe('resumeCandidates', () => {

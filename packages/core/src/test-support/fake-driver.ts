@@ -27,12 +27,14 @@ export interface FakeBehaviour {
   /** Delay before the backend listens. */
   listenDelayMs: number;
   agentSessionId: string | null;
+  /** What /status says about a turn in progress. */
+  busy: boolean;
 }
 
 export class FakeDriver implements SandboxDriver {
   readonly containers = new Map<string, FakeContainer>();
   readonly calls: string[] = [];
-  readonly behave: FakeBehaviour = { down: false, images: new Set(['grove-sandbox:test']), listen: true, crashWith: null, listenDelayMs: 0, agentSessionId: null };
+  readonly behave: FakeBehaviour = { down: false, images: new Set(['grove-sandbox:test']), listen: true, crashWith: null, listenDelayMs: 0, agentSessionId: null, busy: false };
   private seq = 0;
   private readonly watchers = new Set<(e: SandboxEvent) => void>();
 
@@ -78,7 +80,7 @@ export class FakeDriver implements SandboxDriver {
     const server = createServer((req, res) => {
       res.setHeader('content-type', 'application/json');
       if (req.url === '/health') res.end(JSON.stringify({ ok: true, slug, provider: 'scripted' }));
-      else if (req.url === '/status') res.end(JSON.stringify({ slug, agentSessionId: behave.agentSessionId }));
+      else if (req.url === '/status') res.end(JSON.stringify({ slug, agentSessionId: behave.agentSessionId, busy: behave.busy }));
       else {
         res.statusCode = 404;
         res.end('{}');

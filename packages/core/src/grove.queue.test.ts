@@ -1,0 +1,222 @@
+// The line for a sandbox slot and idle auto-stop: real git repos, a real SQLite file and real sockets, with the
+// in-memory sandbox driver (the same flow against real Docker and a real server: e2e/queue.test.ts).
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { forkRequestSchema, workspaceSchema } from '@grove/contracts';
+import type { GroveEvent, Workspace } from '@grove/contracts';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createGrove } from './index.ts';
+import type { Grove, GroveOptions } from './index.ts';
+import { FakeDriver } from './test-support/fake-driver.ts';
+import { makeSourceRepo } from './test-support/repo.ts';
+
+let tmp: string;
+let home: string;
+let source: string;
+let driver: FakeDriver;
+const groves: Grove[] = [];
+
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'grove-queue-'));
+  home = join(tmp, 'home');
+  source = makeSourceRepo(join(tmp, 'src'));
+  driver = new FakeDriver();
+});
+afterEach(async () => {
+  for (const g of groves.splice(0)) await g.close();
+  await driver.closeAll();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
+  const g = await createGrove({
+    home,
+    driver,
+    image: 'grove-sandbox:test',
+    maxRunning: 1,
+    logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
+    healthTimeoutMs: 1_500,
+    gitLockTimeoutMs: 5_000,
+    ...over,
+  });
+  groves.push(g);
+  return g;
+}
+
+async function withProject(over: Partial<GroveOptions> = {}): Promise<Grove> {
+  const g = await open(over);
+  await g.addProject({ name: 'demo', source, createDefault: false });
+  return g;
+}
+
+async function until(cond: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const queue = (name: string) => forkRequestSchema.parse({ project: 'demo', name, queue: true });
+const state = async (g: Grove, slug: string): Promise<Workspace['state']> => (await g.get(slug)).state;
+const positions = async (g: Grove): Promise<Record<string, number | null>> =>
+  Object.fromEntries((await g.list()).workspaces.filter((w) => w.state === 'queued').map((w) => [w.name, w.queuePosition]));
+
+describe('queue', () => {
+  it('cap 1: queued forks start one after another in order as slots free; a cancelled one never starts', async () => {
+    const g = await withProject();
+    const seen: GroveEvent[] = [];
+    g.onEvent((e) => seen.push(e));
+    await g.fork({ project: 'demo', name: 'a' });
+
+    const queued = [await g.fork(queue('b')), await g.fork(queue('c')), await g.fork(queue('d'))];
+    for (const w of queued) expect(workspaceSchema.parse(w)).toEqual(w);
+    expect(queued.map((w) => [w.name, w.state, w.queuePosition])).toEqual([
+      ['b', 'queued', 1],
+      ['c', 'queued', 2],
+      ['d', 'queued', 3],
+    ]);
+    expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 1, queued: 3 });
+    expect(seen.filter((e) => e.type === 'workspace.queued').map((e) => [e.slug, e.data.position])).toEqual([
+      ['demo~b', 1],
+      ['demo~c', 2],
+      ['demo~d', 3],
+    ]);
+    // Nothing is made for a workspace in line.
+    expect([...driver.containers.keys()]).toEqual(['demo~a']);
+    // A queued workspace holds its name; without queue the cap still answers 429, and says who waits.
+    await expect(g.fork(queue('c'))).rejects.toMatchObject({ code: 'workspace_exists' });
+    await expect(g.fork({ project: 'demo', name: 'e' })).rejects.toMatchObject({ code: 'capacity_reached', status: 429, details: { queued: 3, cap: 1 } });
+    // Stop and proxy refuse with the reason.
+    await expect(g.stop('demo~b')).rejects.toMatchObject({ code: 'invalid_state' });
+    await expect(g.socketFor('demo~b')).rejects.toMatchObject({ code: 'workspace_stopped', message: expect.stringContaining('#1') as string });
+
+    // Cancel c: it leaves the line, the others keep their order.
+    expect(await g.teardown('demo~c')).toMatchObject({ state: 'gone', queuePosition: null });
+    expect(await positions(g)).toEqual({ b: 1, d: 2 });
+
+    await g.stop('demo~a');
+    await until(async () => (await state(g, 'demo~b')) === 'running');
+    expect(await positions(g)).toEqual({ d: 1 });
+    expect(await state(g, 'demo~d')).toBe('queued');
+
+    await g.teardown('demo~b');
+    await until(async () => (await state(g, 'demo~d')) === 'running');
+    expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 1, queued: 0 });
+
+    const starts = seen.filter((e) => e.type === 'workspace.promoted' || e.type === 'workspace.registered').map((e) => `${e.type} ${e.slug}`);
+    expect(starts).toEqual(['workspace.registered demo~a', 'workspace.promoted demo~b', 'workspace.registered demo~b', 'workspace.promoted demo~d', 'workspace.registered demo~d']);
+    const c = (await g.events({ slug: 'demo~c' })).map((e) => e.type);
+    expect(c).toEqual(['workspace.queued', 'workspace.cleaned']);
+    expect(driver.calls.filter((x) => x.includes('demo~c'))).toEqual([]);
+  });
+
+  it('never exceeds the cap nor starts one twice when slots free at the same time', async () => {
+    const g = await withProject({ maxRunning: 2 });
+    let most = 0;
+    g.onEvent(() => {
+      void g.capacity().then((c) => (most = Math.max(most, c.running + c.creating)));
+    });
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.fork({ project: 'demo', name: 'b' });
+    for (const n of ['c', 'd', 'e']) await g.fork(queue(n));
+    await Promise.all([g.stop('demo~a'), g.stop('demo~b')]);
+    await until(async () => (await state(g, 'demo~c')) === 'running' && (await state(g, 'demo~d')) === 'running');
+    expect(await state(g, 'demo~e')).toBe('queued');
+    expect(most).toBe(2);
+    const promoted = (await g.events({ limit: 1000 })).filter((e) => e.type === 'workspace.promoted').map((e) => e.slug);
+    expect(promoted).toEqual(['demo~c', 'demo~d']);
+  });
+
+  it('a stopped workspace can wait in line to reopen; stop leaves the line, teardown removes it as usual', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.stop('demo~a');
+    await g.fork({ project: 'demo', name: 'b' });
+    await expect(g.start('demo~a')).rejects.toMatchObject({ code: 'capacity_reached' });
+    expect(await g.start('demo~a', { queue: true })).toMatchObject({ state: 'queued', queuePosition: 1 });
+    await g.fork(queue('c'));
+    expect(await positions(g)).toEqual({ a: 1, c: 2 });
+
+    await g.stop('demo~b');
+    await until(async () => (await state(g, 'demo~a')) === 'running');
+    expect(await positions(g)).toEqual({ c: 1 });
+    const types = (await g.events({ slug: 'demo~a' })).map((e) => e.type);
+    expect(types.slice(types.indexOf('workspace.queued'))).toEqual(['workspace.queued', 'workspace.promoted', 'workspace.reserved', 'sandbox.started', 'workspace.started']);
+
+    // b waits to reopen, then is stopped again: it leaves the line and stays stopped.
+    expect(await g.start('demo~b', { queue: true })).toMatchObject({ state: 'queued', queuePosition: 2 });
+    expect(await g.stop('demo~b')).toMatchObject({ state: 'stopped', queuePosition: null });
+    expect(await positions(g)).toEqual({ c: 1 });
+    // A queued reopen torn down goes like any stopped workspace: its worktree is removed, its branch kept.
+    await g.start('demo~b', { queue: true });
+    expect(await g.teardown('demo~b')).toMatchObject({ state: 'gone' });
+    expect(existsSync(join(home, 'worktrees', 'demo', 'b'))).toBe(false);
+    expect(await positions(g)).toEqual({ c: 1 });
+    expect(await state(g, 'demo~c')).toBe('queued');
+  });
+
+  it('a fork with queue: true takes a free slot at once when nobody waits', async () => {
+    const g = await withProject({ maxRunning: 2 });
+    expect(await g.fork(queue('a'))).toMatchObject({ state: 'running', queuePosition: null });
+  });
+
+  it('keeps the line and its order across a restart; reconcile gives freed slots to it', async () => {
+    const g1 = await withProject();
+    await g1.fork({ project: 'demo', name: 'a' });
+    for (const n of ['b', 'c', 'd']) await g1.fork(queue(n));
+    await g1.teardown('demo~c');
+    await g1.close();
+
+    // Back with one more slot: reconcile promotes the first in line only.
+    const g2 = await open({ maxRunning: 2 });
+    await g2.reconcile();
+    await until(async () => (await state(g2, 'demo~b')) === 'running');
+    expect(await positions(g2)).toEqual({ d: 1 });
+    await g2.stop('demo~a');
+    await until(async () => (await state(g2, 'demo~d')) === 'running');
+    expect(await state(g2, 'demo~c')).toBe('gone');
+  });
+
+  it('the line waits while Docker is down and moves once reconcile sees it back', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.fork(queue('b'));
+    // The engine goes away right after the stop, before the freed slot would go to b.
+    g.onEvent((e) => {
+      if (e.type === 'workspace.stopped') driver.behave.down = true;
+    });
+    await g.stop('demo~a');
+    expect(await g.get('demo~b')).toMatchObject({ state: 'queued', queuePosition: 1 });
+    expect((await g.events({ slug: 'demo~b' })).map((e) => e.type)).toEqual(['workspace.queued']);
+    driver.behave.down = false;
+    await g.reconcile();
+    await until(async () => (await state(g, 'demo~b')) === 'running');
+  });
+});
+
+describe('idle auto-stop', () => {
+  it('stops a running workspace without activity (reason idle) and gives its slot to the line', async () => {
+    const g = await withProject({ idleStopMs: 300 });
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.fork(queue('b'));
+    await until(async () => (await state(g, 'demo~a')) === 'stopped');
+    const stopped = (await g.events({ slug: 'demo~a' })).find((e) => e.type === 'workspace.stopped');
+    expect(stopped?.data).toMatchObject({ reason: 'idle' });
+    await until(async () => (await g.events({ slug: 'demo~b' })).some((e) => e.type === 'workspace.registered'));
+  });
+
+  it('leaves a workspace whose backend is in a turn running, and counts the turn as activity', async () => {
+    const g = await withProject({ idleStopMs: 200 });
+    driver.behave.busy = true;
+    const a = await g.fork({ project: 'demo', name: 'a' });
+    // The sweep saw it idle and busy: it marks it active instead of stopping it.
+    await until(async () => (await g.get('demo~a')).lastActivityAt !== a.lastActivityAt);
+    expect(await state(g, 'demo~a')).toBe('running');
+    driver.behave.busy = false;
+    await until(async () => (await state(g, 'demo~a')) === 'stopped');
+  });
+
+});
