@@ -355,8 +355,11 @@ describe('dashboard', () => {
     // Someone else takes the last slot meanwhile.
     const other = await s.api('POST', '/api/workspaces', { project: 'demo', name: 'gamma' });
     expect(other.status).toBe(201);
-    await page.getByRole('button', { name: 'Create workspace' }).click();
     const dialog = page.getByRole('dialog', { name: 'New workspace' });
+    // The open dialog follows the live list and now offers the line (ticked by default); declining it
+    // sends a plain fork, which the server refuses with 429.
+    await dialog.getByLabel('Wait in line for a free sandbox').uncheck({ timeout: 30_000 });
+    await dialog.getByRole('button', { name: 'Create workspace' }).click();
     await dialog.getByRole('alert').getByText(/All 3 sandboxes are in use \(3 running\)\. Stop or tear down one of: .*beta/).waitFor();
     await dialog.getByRole('alert').getByText(/gamma/).waitFor({ timeout: 15_000 });
     await shot(page, 'fork-cap-429');
