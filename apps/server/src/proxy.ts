@@ -84,7 +84,7 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): Wo
     async web(req, res, target) {
       const socketPath = await grove.socketFor(target.slug);
       prepare(req, target);
-      proxy.web(req, res, { target: { socketPath } as unknown as httpProxy.ProxyTarget });
+      forward(req, res, { socketPath, agent, logger });
     },
     async ws(req, socket, head, target) {
       const socketPath = await grove.socketFor(target.slug);
@@ -96,6 +96,50 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): Wo
       agent.destroy();
     },
   };
+}
+
+/** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never the next one. */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/**
+ * One HTTP request to the backend over its socket, streamed both ways. Written out rather than through
+ * http-proxy, whose per-request passes and event plumbing were most of the front door's cost
+ * (docs/benchmarks.md); WebSocket upgrades still go through http-proxy.
+ */
+function forward(req: http.IncomingMessage, res: http.ServerResponse, o: { socketPath: string; agent: http.Agent; logger: Logger }): void {
+  const headers: http.OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+  // Framing of the body as the client sent it: a chunked upload stays chunked, a sized one keeps its length.
+  if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
+  const remote = req.socket.remoteAddress;
+  if (remote) headers['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${String(req.headers['x-forwarded-for'])}, ${remote}` : remote;
+  headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
+  if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
+  const up = http.request({ socketPath: o.socketPath, agent: o.agent, method: req.method, path: req.url, headers });
+  up.on('response', (ur) => {
+    const out: string[] = [];
+    const raw = ur.rawHeaders;
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      const k = raw[i] ?? '';
+      if (!HOP_BY_HOP.has(k.toLowerCase())) out.push(k, raw[i + 1] ?? '');
+    }
+    res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);
+    ur.pipe(res);
+    ur.on('error', () => res.destroy());
+  });
+  up.on('error', (err) => {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const code = (err as NodeJS.ErrnoException).code;
+    sendError(res, new GroveError('backend_unavailable', `the workspace backend did not answer (${code ?? err.message}); it may be starting or stopped`, { cause: err }), o.logger);
+  });
+  // A client that goes away mid-response must not leave the upstream request running.
+  res.on('close', () => {
+    if (!res.writableFinished) up.destroy();
+  });
+  req.pipe(up);
 }
 
 /** Refuse an upgrade on the raw socket with a JSON body, since there is no ServerResponse yet. */
