@@ -14,6 +14,8 @@ export const TOKEN = 'e2e-token-0123456789abcdef';
 
 export interface RunningServer {
   base: string;
+  /** The preview listener (its own origin): http://127.0.0.1:<GROVE_PREVIEW_PORT>. */
+  previewBase: string;
   home: string;
   instance: string;
   child: ChildProcess;
@@ -50,7 +52,7 @@ export async function startServer(opts: { home: string; env?: Record<string, str
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let buf = '';
-  const port = await new Promise<number>((resolve, reject) => {
+  const { port, previewPort } = await new Promise<{ port: number; previewPort: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), 90_000);
     child.stdout?.on('data', (d: Buffer) => {
       buf += d.toString();
@@ -60,10 +62,10 @@ export async function startServer(opts: { home: string; env?: Record<string, str
         buf = buf.slice(nl + 1);
         logs.push(line);
         try {
-          const j = JSON.parse(line) as { msg?: string; port?: number };
-          if (j.msg === 'grove.listening' && j.port) {
+          const j = JSON.parse(line) as { msg?: string; port?: number; previewPort?: number };
+          if (j.msg === 'grove.listening' && j.port && j.previewPort) {
             clearTimeout(timer);
-            resolve(j.port);
+            resolve({ port: j.port, previewPort: j.previewPort });
           }
         } catch {
           // not a log line
@@ -85,6 +87,7 @@ export async function startServer(opts: { home: string; env?: Record<string, str
   };
   return {
     base,
+    previewBase: `http://127.0.0.1:${previewPort}`,
     home: opts.home,
     instance: instanceOf(opts.home),
     child,

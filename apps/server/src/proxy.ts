@@ -15,6 +15,8 @@ export interface ProxyTarget {
   slug: string;
   /** The path the backend sees, always starting with "/". */
   path: string;
+  /** Where the browser sees the workspace mounted (x-forwarded-prefix); /w/<slug> when absent. */
+  prefix?: string;
 }
 
 /** Split /w/<slug>/rest?q into slug and backend path; the slug is validated before it is used anywhere. */
@@ -54,7 +56,7 @@ function prepare(req: http.IncomingMessage, target: ProxyTarget): void {
     .join('; ');
   if (cookie) req.headers.cookie = cookie;
   else delete req.headers.cookie;
-  req.headers['x-forwarded-prefix'] = `/w/${target.slug}`;
+  req.headers['x-forwarded-prefix'] = target.prefix ?? `/w/${target.slug}`;
 }
 
 export interface WorkspaceProxy {
@@ -63,12 +65,15 @@ export interface WorkspaceProxy {
   close(): void;
 }
 
-export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): WorkspaceProxy {
-  const { grove, logger } = opts;
+export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: (headers: http.IncomingHttpHeaders) => void }): WorkspaceProxy {
+  const { grove, logger, onResponseHeaders } = opts;
   // Keep-alive to the upstream sockets is essential: without an agent http-proxy closes every
   // upstream connection and pays a connect per request. Agent pools are keyed by socketPath.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
   const proxy = httpProxy.createProxyServer({ agent, xfwd: true, proxyTimeout: 0 });
+
+  // Emitted before http-proxy copies the upstream headers into the response, so changes here are what is sent.
+  if (onResponseHeaders) proxy.on('proxyRes', (proxyRes) => onResponseHeaders(proxyRes.headers));
 
   proxy.on('error', (err, _req, resOrSocket) => {
     const code = (err as NodeJS.ErrnoException).code;
