@@ -182,6 +182,9 @@ describe('auth', () => {
     expect(cookie).toMatch(/SameSite=Strict/);
     const ok = await fetch(`${base}/api/workspaces`, { headers: { cookie: cookie.split(';')[0] ?? '' } });
     expect(ok.status).toBe(200);
+    // A second grove_token sent first (one a same-site page set with a longer path) locks nobody out, and opens nothing.
+    expect((await fetch(`${base}/api/workspaces`, { headers: { cookie: `grove_token=shadow; ${cookie.split(';')[0] ?? ''}` } })).status).toBe(200);
+    expect((await fetch(`${base}/api/workspaces`, { headers: { cookie: 'grove_token=shadow; grove_token=%E0%A4%A' } })).status).toBe(401);
   });
 
   it('refuses writes and upgrades from a foreign Origin', async () => {
