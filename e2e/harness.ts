@@ -43,6 +43,8 @@ export async function startServer(opts: { home: string; env?: Record<string, str
       ...process.env,
       GROVE_HOME: opts.home,
       GROVE_PORT: '0',
+      // Ephemeral even when a test fixes GROVE_PORT (a restart on the same port): GROVE_PORT + 1 may be taken.
+      GROVE_PREVIEW_PORT: '0',
       GROVE_TOKEN: TOKEN,
       GROVE_MAX_RUNNING: '4',
       GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
