@@ -219,7 +219,7 @@ describe('grove CLI', () => {
     const home = makeHome('cli-up');
     const url = `http://127.0.0.1:${await freePort()}`;
     const { GROVE_TOKEN: _unused, ...inherited } = process.env;
-    const env = { ...inherited, GROVE_HOME: home, GROVE_URL: url, GROVE_DEMO: '0', GROVE_WEB_DIR: path.join(home, 'no-web'), GROVE_MAX_RUNNING: '1' };
+    const env = { ...inherited, GROVE_HOME: home, GROVE_URL: url, GROVE_DEMO: '0', GROVE_WEB_DIR: path.join(home, 'no-web'), GROVE_MAX_RUNNING: '1', GROVE_PREVIEW_PORT: '0' };
     let pid: number | undefined;
     try {
       const up = await run(['up', '--no-setup', '--json'], env, os.tmpdir());

@@ -234,9 +234,11 @@ describe('isolation between workspaces', () => {
   });
 
   it("the server's port on the host is not reachable: 127.0.0.1 in the sandbox is the sandbox's own", () => {
-    const port = new URL(s.base).port;
-    const r = node(A, `const s=require('net').connect(${port},'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})`);
-    expect(r.out.trim()).toBe('ECONNREFUSED');
+    // Neither the dashboard's listener nor the preview listener.
+    for (const port of [new URL(s.base).port, new URL(s.previewBase).port]) {
+      const r = node(A, `const s=require('net').connect(${port},'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})`);
+      expect(r.out.trim(), port).toBe('ECONNREFUSED');
+    }
     // Nor is the test upstream, except through the gate.
     const up = node(A, `const s=require('net').connect(${upPort},'127.0.0.1');s.on('connect',()=>{console.log('connected');process.exit(0)});s.on('error',e=>{console.log(e.code);process.exit(3)})`);
     expect(up.out.trim()).toBe('ECONNREFUSED');

@@ -14,6 +14,8 @@ export const TOKEN = 'e2e-token-0123456789abcdef';
 
 export interface RunningServer {
   base: string;
+  /** The preview listener (its own origin): http://127.0.0.1:<GROVE_PREVIEW_PORT>. */
+  previewBase: string;
   home: string;
   instance: string;
   child: ChildProcess;
@@ -41,6 +43,8 @@ export async function startServer(opts: { home: string; env?: Record<string, str
       ...process.env,
       GROVE_HOME: opts.home,
       GROVE_PORT: '0',
+      // Ephemeral even when a test fixes GROVE_PORT (a restart on the same port): GROVE_PORT + 1 may be taken.
+      GROVE_PREVIEW_PORT: '0',
       GROVE_TOKEN: TOKEN,
       GROVE_MAX_RUNNING: '4',
       GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
@@ -50,7 +54,7 @@ export async function startServer(opts: { home: string; env?: Record<string, str
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let buf = '';
-  const port = await new Promise<number>((resolve, reject) => {
+  const { port, previewPort } = await new Promise<{ port: number; previewPort: number }>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${logs.join('\n')}`)), 90_000);
     child.stdout?.on('data', (d: Buffer) => {
       buf += d.toString();
@@ -60,10 +64,10 @@ export async function startServer(opts: { home: string; env?: Record<string, str
         buf = buf.slice(nl + 1);
         logs.push(line);
         try {
-          const j = JSON.parse(line) as { msg?: string; port?: number };
-          if (j.msg === 'grove.listening' && j.port) {
+          const j = JSON.parse(line) as { msg?: string; port?: number; previewPort?: number };
+          if (j.msg === 'grove.listening' && j.port && j.previewPort) {
             clearTimeout(timer);
-            resolve(j.port);
+            resolve({ port: j.port, previewPort: j.previewPort });
           }
         } catch {
           // not a log line
@@ -85,6 +89,7 @@ export async function startServer(opts: { home: string; env?: Record<string, str
   };
   return {
     base,
+    previewBase: `http://127.0.0.1:${previewPort}`,
     home: opts.home,
     instance: instanceOf(opts.home),
     child,

@@ -1,6 +1,7 @@
-// One stable preview URL per workspace, against the real stack: a dev server started inside a real sandbox
-// answers HTTP and WebSocket at /w/<slug>/preview/<port>/ through the Grove server and the workspace backend;
-// ports off the allowlist are refused; one workspace's preview path never reaches another's server.
+// One stable preview URL per workspace, against the real stack: /w/<slug>/preview/<port>/ on the dashboard sends
+// the signed-in user to the preview listener (its own origin), where a dev server started inside a real sandbox
+// answers HTTP and WebSocket through the Grove server and the workspace backend, authorized by the workspace's
+// cap alone; ports off the allowlist are refused; one workspace's preview never reaches another's server.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { PortsResponse, Workspace } from '@grove/contracts';
@@ -65,50 +66,91 @@ async function get(path: string, headers: Record<string, string> = {}): Promise<
   return fetch(`${s.base}${path}`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers }, redirect: 'manual' });
 }
 
-function openWs(path: string): Promise<{ ws: WebSocket; messages: string[] }> {
-  const ws = new WebSocket(`${s.base.replace('http', 'ws')}${path}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+/** Where the dashboard's /w/<slug>/preview/<port><rest> sends the signed-in user: the preview origin. */
+async function previewAt(slug: string, port: number, rest = '/'): Promise<string> {
+  const r = await get(`/w/${slug}/preview/${port}${rest}`);
+  expect(r.status).toBe(302);
+  const location = r.headers.get('location') ?? '';
+  expect(location.startsWith(`${s.previewBase}/pv/`), location).toBe(true);
+  return location;
+}
+
+function openWs(url: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket; messages: string[] }> {
+  const ws = new WebSocket(url.replace(/^http/, 'ws'), { headers });
   const messages: string[] = [];
   ws.on('message', (m: Buffer) => messages.push(m.toString()));
   return new Promise((resolve, reject) => {
     ws.once('open', () => resolve({ ws, messages }));
     ws.once('error', reject);
-    ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
+    ws.once('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => reject(new Error(`upgrade refused: ${res.statusCode} ${body}`)));
+    });
   });
 }
 
 describe('preview URL', () => {
-  it('reaches a dev server inside the sandbox over HTTP and WebSocket through both hops; A never reaches B', async () => {
+  it('sends /w/<slug>/preview/<port>/ to the preview origin, which reaches a dev server in the sandbox over HTTP and WebSocket; A never reaches B', async () => {
     const [a, b] = [await fork('prev-a'), await fork('prev-b')];
     await serve(a.slug, 4173, 'A');
     await serve(b.slug, 4174, 'B');
 
-    // HTTP: the prefix is stripped, the query kept, the Grove token never reaches the dev server.
-    const r = await get(`/w/${a.slug}/preview/4173/src/main.js?v=1`, { cookie: `grove_token=${TOKEN}; theme=dark` });
-    expect(r.status).toBe(200);
-    expect(await r.json()).toEqual({ tag: 'A', url: '/src/main.js?v=1', cookie: 'theme=dark', authorization: null });
-    // Without the trailing slash: a redirect that resolves under the workspace's own path.
-    const bare = await get(`/w/${a.slug}/preview/4173`);
-    expect(bare.status).toBe(308);
-    expect(new URL(bare.headers.get('location') ?? '', `${s.base}/w/${a.slug}/preview/4173`).pathname).toBe(`/w/${a.slug}/preview/4173/`);
-    // The dev server's own absolute redirects stay inside its preview.
-    const away = await get(`/w/${a.slug}/preview/4173/away`);
-    expect(away.headers.get('location')).toBe(`/w/${a.slug}/preview/4173/landing`);
+    // The dashboard's address redirects (query kept) to the preview listener: another port, so another origin.
+    const at = await previewAt(a.slug, 4173, '/src/main.js?v=1');
+    const cap = new URL(at).pathname.split('/')[2] ?? '';
+    expect(at).toBe(`${s.previewBase}/pv/${cap}/${a.slug}/4173/src/main.js?v=1`);
+    expect(new URL(at).origin).not.toBe(new URL(s.base).origin);
+    // Stable: the same address every time.
+    expect(await previewAt(a.slug, 4173, '/src/main.js?v=1')).toBe(at);
 
-    // WebSocket (hot reload) through the Grove server and the backend.
-    const { ws, messages } = await openWs(`/w/${a.slug}/preview/4173/hmr?x=1`);
+    // HTTP by the cap alone: the prefix is stripped, the query kept, the Grove cookie (a browser sends it to
+    // every port of the host) and any bearer never reach the dev server; the cap never leaves in a Referer.
+    const r = await fetch(at, { headers: { cookie: `grove_token=${TOKEN}; theme=dark`, authorization: `Bearer ${TOKEN}` } });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(await r.json()).toEqual({ tag: 'A', url: '/src/main.js?v=1', cookie: 'theme=dark', authorization: null });
+    const root = `${s.previewBase}/pv/${cap}/${a.slug}/4173`;
+    // Without the trailing slash: a redirect that resolves under the preview's own path.
+    const bare = await fetch(root, { redirect: 'manual' });
+    expect(bare.status).toBe(308);
+    expect(new URL(bare.headers.get('location') ?? '', root).pathname).toBe(`/pv/${cap}/${a.slug}/4173/`);
+    // The dev server's own absolute redirects stay inside its preview.
+    const away = await fetch(`${root}/away`, { redirect: 'manual' });
+    expect(away.headers.get('location')).toBe(`/pv/${cap}/${a.slug}/4173/landing`);
+
+    // WebSocket (hot reload) on the preview origin, through the Grove server and the backend.
+    const { ws, messages } = await openWs(`${root}/hmr?x=1`);
     ws.send('ping');
     await expect.poll(() => messages, { timeout: 5_000 }).toEqual(['A:open /hmr?x=1', 'A:ping']);
     ws.close();
+    // Not on the dashboard's origin: a WebSocket cannot follow a redirect, so the refusal says where to go.
+    await expect(openWs(`${s.base}/w/${a.slug}/preview/4173/hmr`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(new RegExp(`404 .*pv/${cap}/`));
 
-    // Isolation: each workspace's preview path reaches only its own container's loopback.
-    const bOwn = await get(`/w/${b.slug}/preview/4174/`);
-    expect(((await bOwn.json()) as { tag: string }).tag).toBe('B');
+    // Isolation: each workspace's preview reaches only its own container's loopback, and only with its own cap.
+    const bAt = await previewAt(b.slug, 4174);
+    expect(((await (await fetch(bAt)).json()) as { tag: string }).tag).toBe('B');
+    const bCap = new URL(bAt).pathname.split('/')[2] ?? '';
+    expect(bCap).not.toBe(cap);
     for (const [slug, port] of [[a.slug, 4174], [b.slug, 4173]] as const) {
-      const cross = await get(`/w/${slug}/preview/${port}/`);
+      const cross = await fetch(await previewAt(slug, port));
       expect(cross.status, `${slug} -> ${port}`).toBe(502);
       expect(((await cross.json()) as { code: string }).code).toBe('preview_unreachable');
     }
-    await expect(openWs(`/w/${b.slug}/preview/4173/hmr`)).rejects.toThrow(/502/);
+    await expect(openWs(`${(await previewAt(b.slug, 4173)).replace(/\/$/, '')}/hmr`)).rejects.toThrow(/502/);
+    for (const wrong of [`/pv/${bCap}/${a.slug}/4173/`, `/pv/${cap}/${b.slug}/4174/`, `/pv/${'A'.repeat(43)}/${a.slug}/4173/`, `/pv/${a.slug}/4173/`]) {
+      const w = await fetch(`${s.previewBase}${wrong}`, { headers: { cookie: `grove_token=${TOKEN}` } });
+      expect(w.status, wrong).toBe(404);
+      expect(((await w.json()) as { code: string }).code).toBe('not_found');
+    }
+    await expect(openWs(`${s.previewBase}/pv/${bCap}/${a.slug}/4173/hmr`)).rejects.toThrow(/404/);
+
+    // The preview origin serves no API, no workspace route and no dashboard, even with the token.
+    for (const p of ['/api/workspaces', `/w/${a.slug}/thread`, `/w/${a.slug}/preview/4173/`, '/', `/login?token=${TOKEN}`]) {
+      const r2 = await fetch(`${s.previewBase}${p}`, { headers: { authorization: `Bearer ${TOKEN}`, cookie: `grove_token=${TOKEN}` }, redirect: 'manual' });
+      expect(r2.status, p).toBe(404);
+    }
+    await expect(openWs(`${s.previewBase}/w/${a.slug}/stream`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(/404/);
 
     // /ports lists what listens inside each sandbox, and only that.
     const aPorts = (await s.api<PortsResponse>('GET', `/w/${a.slug}/ports`)).body.ports.map((p) => p.port);
@@ -116,15 +158,28 @@ describe('preview URL', () => {
     expect(aPorts).not.toContain(4174);
   });
 
+  it('keeps the preview address across stop, reopen and a server restart (same token)', async () => {
+    const before = await previewAt('demo~prev-a', 4173);
+    expect((await s.api('POST', '/api/workspaces/demo~prev-a/stop')).status).toBe(200);
+    expect((await fetch(before)).status).toBe(409);
+    await s.stop();
+    s = await startServer({ home });
+    expect((await s.api('POST', '/api/workspaces/demo~prev-a/start')).status).toBe(200);
+    await serve('demo~prev-a', 4173, 'again');
+    const after = await previewAt('demo~prev-a', 4173);
+    expect(new URL(after).pathname).toBe(new URL(before).pathname);
+    expect(((await (await fetch(after)).json()) as { tag: string }).tag).toBe('again');
+  });
+
   it('refuses ports outside the allowlist with a clear error', async () => {
     for (const port of [22, 80, 1023, 3128]) {
-      const r = await get(`/w/demo/preview/${port}/`);
+      const r = await fetch(await previewAt('demo', port));
       expect(r.status, String(port)).toBe(403);
       const body = (await r.json()) as { code: string; message: string };
       expect(body.code).toBe('port_not_allowed');
       expect(body.message).toMatch(new RegExp(`port ${port} cannot be previewed`));
     }
-    await expect(openWs('/w/demo/preview/80/')).rejects.toThrow(/403/);
+    await expect(openWs(await previewAt('demo', 80))).rejects.toThrow(/403/);
     const bad = await get('/w/demo/preview/99999/');
     expect(bad.status).toBe(422);
   });

@@ -110,7 +110,10 @@ describe('the workspace tab: ports and previews', () => {
     expect(await link.getAttribute('target')).toBe('_blank');
     const [popup] = await Promise.all([page.waitForEvent('popup'), link.click()]);
     await popup.waitForLoadState();
+    // Served on the preview origin (another port), never on the dashboard's.
+    expect(popup.url()).toMatch(new RegExp(`^${s.previewBase}/pv/[A-Za-z0-9_-]{43}/${encodeURIComponent(SLUG)}/4180/$`));
     expect(await popup.locator('body').innerText()).toBe('preview-ok first /');
+    const previewUrl = popup.url();
     await popup.close();
 
     // Stop and reopen: the same address serves the server started again.
@@ -125,6 +128,7 @@ describe('the workspace tab: ports and previews', () => {
     }, 30_000);
     expect(await link.getAttribute('href')).toBe(href);
     const again = await page.context().request.get(`${s.base}${href}`);
+    expect(again.url()).toBe(previewUrl);
     expect(await again.text()).toBe('preview-ok again /');
   });
 });

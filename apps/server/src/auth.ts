@@ -30,25 +30,36 @@ function safeEqual(a: string, b: string): boolean {
   return crypto.timingSafeEqual(ha, hb);
 }
 
-export function readCookie(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
+/** Every value of the cookie `name`, in the order the browser sent them (a cookie may be there more than once). */
+export function readCookies(header: string | undefined, name: string): string[] {
+  if (!header) return [];
+  const out: string[] = [];
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq < 0) continue;
-    if (part.slice(0, eq).trim() === name) return decodeURIComponent(part.slice(eq + 1).trim());
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    try {
+      out.push(decodeURIComponent(part.slice(eq + 1).trim()));
+    } catch {
+      // not percent-encoding: not a token
+    }
   }
-  return undefined;
+  return out;
 }
 
-export function presentedToken(req: IncomingMessage): string | undefined {
+/**
+ * The bearer token, else every value of the token cookie. All values count: cookies ignore ports, so a page on
+ * the preview origin can set a second grove_token (Path=/api, say) that the browser sends first; it must not
+ * lock the user out.
+ */
+export function presentedTokens(req: IncomingMessage): string[] {
   const auth = req.headers.authorization;
-  if (auth?.startsWith('Bearer ')) return auth.slice('Bearer '.length).trim();
-  return readCookie(req.headers.cookie, COOKIE_NAME);
+  if (auth?.startsWith('Bearer ')) return [auth.slice('Bearer '.length).trim()];
+  return readCookies(req.headers.cookie, COOKIE_NAME);
 }
 
 export function isAuthorized(req: IncomingMessage, token: string): boolean {
-  const presented = presentedToken(req);
-  return presented !== undefined && safeEqual(presented, token);
+  // Every candidate is compared (no early exit), each in constant time.
+  return presentedTokens(req).reduce((ok, t) => safeEqual(t, token) || ok, false);
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);

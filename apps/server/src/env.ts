@@ -36,6 +36,16 @@ export const envSchema = z.object({
   GROVE_HOME: z.string().min(1).default(path.join(os.homedir(), '.grove')),
   GROVE_PORT: z.coerce.number().int().min(0).max(65535).default(4300),
   GROVE_HOST: z.string().min(1).default('127.0.0.1'),
+  /**
+   * The preview listener (another port, so another origin: agent-built pages never run on the dashboard's).
+   * Default GROVE_PORT + 1 (0 when GROVE_PORT is 0); 0 = an ephemeral port.
+   */
+  GROVE_PREVIEW_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** The preview listener's public origin when a reverse proxy serves it elsewhere, e.g. https://preview.example.com. */
+  GROVE_PREVIEW_URL: z
+    .url({ protocol: /^https?$/, error: 'GROVE_PREVIEW_URL must be an http(s) URL' })
+    .refine((u) => /^https?:\/\/[^/?#]+\/?$/.test(u), { error: 'GROVE_PREVIEW_URL must be an origin (scheme, host, port), without a path' })
+    .optional(),
   GROVE_TOKEN: z.string().min(16, { error: 'GROVE_TOKEN must be at least 16 characters' }).optional(),
   GROVE_MAX_RUNNING: z.coerce.number().int().min(1).max(256).default(defaultMaxRunning()),
   GROVE_IMAGE: z.string().min(1).default('grove-sandbox:latest'),
@@ -64,11 +74,20 @@ export const envSchema = z.object({
     .default('https://api.anthropic.com'),
 });
 
-export type Env = z.infer<typeof envSchema>;
+export type Env = Omit<z.infer<typeof envSchema>, 'GROVE_PREVIEW_PORT'> & { GROVE_PREVIEW_PORT: number };
 
 export function loadEnv(source: Record<string, string | undefined> = process.env): Env {
-  const r = envSchema.safeParse(source);
-  if (r.success) return { ...r.data, GROVE_HOME: path.resolve(r.data.GROVE_HOME) };
+  const r = envSchema
+    .refine((e) => e.GROVE_PREVIEW_PORT !== undefined || e.GROVE_PORT < 65535, { path: ['GROVE_PREVIEW_PORT'], error: 'GROVE_PORT is 65535: set GROVE_PREVIEW_PORT explicitly' })
+    .refine((e) => e.GROVE_PREVIEW_PORT === undefined || e.GROVE_PREVIEW_PORT === 0 || e.GROVE_PREVIEW_PORT !== e.GROVE_PORT, {
+      path: ['GROVE_PREVIEW_PORT'],
+      error: 'GROVE_PREVIEW_PORT must differ from GROVE_PORT: previews need their own origin',
+    })
+    .safeParse(source);
+  if (r.success) {
+    const previewPort = r.data.GROVE_PREVIEW_PORT ?? (r.data.GROVE_PORT === 0 ? 0 : r.data.GROVE_PORT + 1);
+    return { ...r.data, GROVE_HOME: path.resolve(r.data.GROVE_HOME), GROVE_PREVIEW_PORT: previewPort };
+  }
   const lines = r.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n');
   throw new Error(`invalid environment:\n${lines}`);
 }

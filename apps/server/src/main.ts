@@ -55,10 +55,13 @@ async function main(): Promise<void> {
   if (demoSource) await grove.addProject({ name: 'demo', source: demoSource, createDefault: false });
 
   const web = await loadWeb(env.GROVE_WEB_DIR, logger);
-  const front = createGroveServer({ grove, logger, token, web });
+  const front = createGroveServer({ grove, logger, token, web, previewUrl: env.GROVE_PREVIEW_URL });
+  const previewPort = await front.listenPreview(env.GROVE_PREVIEW_PORT, env.GROVE_HOST).catch((err: unknown) => {
+    throw new Error(`the preview listener cannot listen on ${env.GROVE_HOST}:${env.GROVE_PREVIEW_PORT} (${err instanceof Error ? err.message : String(err)}); set GROVE_PREVIEW_PORT to a free port`, { cause: err });
+  });
   const port = await front.listen(env.GROVE_PORT, env.GROVE_HOST);
   const shown = env.GROVE_HOST === '0.0.0.0' || env.GROVE_HOST === '127.0.0.1' ? 'localhost' : env.GROVE_HOST;
-  logger.info({ port, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING }, 'grove.listening');
+  logger.info({ port, previewPort, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING }, 'grove.listening');
 
   if (demoSource) {
     // The default workspace starts after the server listens, so the dashboard can show its progress.

@@ -15,6 +15,8 @@ export interface ProxyTarget {
   slug: string;
   /** The path the backend sees, always starting with "/". */
   path: string;
+  /** Where the browser sees the workspace mounted (x-forwarded-prefix); /w/<slug> when absent. */
+  prefix?: string;
 }
 
 /** Split /w/<slug>/rest?q into slug and backend path; the slug is validated before it is used anywhere. */
@@ -54,7 +56,7 @@ function prepare(req: http.IncomingMessage, target: ProxyTarget): void {
     .join('; ');
   if (cookie) req.headers.cookie = cookie;
   else delete req.headers.cookie;
-  req.headers['x-forwarded-prefix'] = `/w/${target.slug}`;
+  req.headers['x-forwarded-prefix'] = target.prefix ?? `/w/${target.slug}`;
 }
 
 export interface WorkspaceProxy {
@@ -63,12 +65,13 @@ export interface WorkspaceProxy {
   close(): void;
 }
 
-export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): WorkspaceProxy {
-  const { grove, logger } = opts;
+export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: (headers: http.IncomingHttpHeaders) => void }): WorkspaceProxy {
+  const { grove, logger, onResponseHeaders } = opts;
   // Keep-alive to the upstream sockets is essential: without an agent http-proxy closes every
   // upstream connection and pays a connect per request. Agent pools are keyed by socketPath.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
   const proxy = httpProxy.createProxyServer({ agent, xfwd: true, proxyTimeout: 0 });
+
 
   proxy.on('error', (err, _req, resOrSocket) => {
     const code = (err as NodeJS.ErrnoException).code;
@@ -84,7 +87,7 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger }): Wo
     async web(req, res, target) {
       const socketPath = await grove.socketFor(target.slug);
       prepare(req, target);
-      forward(req, res, { socketPath, agent, logger });
+      forward(req, res, { socketPath, agent, logger, onResponseHeaders });
     },
     async ws(req, socket, head, target) {
       const socketPath = await grove.socketFor(target.slug);
@@ -106,7 +109,11 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'pro
  * http-proxy, whose per-request passes and event plumbing were most of the front door's cost
  * (docs/benchmarks.md); WebSocket upgrades still go through http-proxy.
  */
-function forward(req: http.IncomingMessage, res: http.ServerResponse, o: { socketPath: string; agent: http.Agent; logger: Logger }): void {
+function forward(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  o: { socketPath: string; agent: http.Agent; logger: Logger; onResponseHeaders?: ((headers: http.IncomingHttpHeaders) => void) | undefined },
+): void {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
   // Framing of the body as the client sent it: a chunked upload stays chunked, a sized one keeps its length.
@@ -118,10 +125,19 @@ function forward(req: http.IncomingMessage, res: http.ServerResponse, o: { socke
   const up = http.request({ socketPath: o.socketPath, agent: o.agent, method: req.method, path: req.url, headers });
   up.on('response', (ur) => {
     const out: string[] = [];
-    const raw = ur.rawHeaders;
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      const k = raw[i] ?? '';
-      if (!HOP_BY_HOP.has(k.toLowerCase())) out.push(k, raw[i + 1] ?? '');
+    if (o.onResponseHeaders) {
+      // The hook edits the parsed headers (the preview listener scrubs them); what it leaves is what is sent.
+      o.onResponseHeaders(ur.headers);
+      for (const [k, v] of Object.entries(ur.headers)) {
+        if (v === undefined || HOP_BY_HOP.has(k)) continue;
+        for (const one of Array.isArray(v) ? v : [v]) out.push(k, one);
+      }
+    } else {
+      const raw = ur.rawHeaders;
+      for (let i = 0; i + 1 < raw.length; i += 2) {
+        const k = raw[i] ?? '';
+        if (!HOP_BY_HOP.has(k.toLowerCase())) out.push(k, raw[i + 1] ?? '');
+      }
     }
     res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);
     ur.pipe(res);

@@ -8,6 +8,7 @@ import { pino } from 'pino';
 import type { Grove } from '@grove/core';
 import { GroveError, forkQueuedResponseSchema, lastMessageResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
 import { createGroveServer, type GroveServer } from './server.ts';
+import { previewCap } from './preview.ts';
 
 // Handlers tested in memory: a small in-memory Grove (the registry logic itself is tested in
 // packages/core and e2e/ against real Docker) and a real HTTP + WebSocket server on a Unix socket.
@@ -99,9 +100,16 @@ const grove: Grove = {
 let backend: http.Server;
 let front: GroveServer;
 let base: string;
+let previewBase: string;
 
 beforeAll(async () => {
   backend = http.createServer((req, res) => {
+    if (req.url?.startsWith('/preview/')) {
+      // What a dev server behind the backend's /preview could answer, and what it saw.
+      res.writeHead(200, { 'content-type': 'application/json', 'set-cookie': ['grove_token=shadow; Path=/api', 'app=1; Path=/'], 'service-worker-allowed': '/' });
+      res.end(JSON.stringify({ url: req.url, headers: req.headers }));
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     if (req.url === '/headers') {
       res.end(JSON.stringify(req.headers));
@@ -115,6 +123,7 @@ beforeAll(async () => {
   front = createGroveServer({ grove, logger: pino({ level: 'silent' }), token: TOKEN });
   const port = await front.listen(0, '127.0.0.1');
   base = `http://127.0.0.1:${port}`;
+  previewBase = `http://127.0.0.1:${await front.listenPreview(0, '127.0.0.1')}`;
 });
 
 afterAll(async () => {
@@ -174,6 +183,9 @@ describe('auth', () => {
     expect(cookie).toMatch(/SameSite=Strict/);
     const ok = await fetch(`${base}/api/workspaces`, { headers: { cookie: cookie.split(';')[0] ?? '' } });
     expect(ok.status).toBe(200);
+    // A second grove_token sent first (one a same-site page set with a longer path) locks nobody out, and opens nothing.
+    expect((await fetch(`${base}/api/workspaces`, { headers: { cookie: `grove_token=shadow; ${cookie.split(';')[0] ?? ''}` } })).status).toBe(200);
+    expect((await fetch(`${base}/api/workspaces`, { headers: { cookie: 'grove_token=shadow; grove_token=%E0%A4%A' } })).status).toBe(401);
   });
 
   it('refuses writes and upgrades from a foreign Origin', async () => {
@@ -337,6 +349,93 @@ describe('proxy', () => {
   it('proxies WebSocket upgrades', async () => {
     const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, auth);
     expect(res.first).toBe('hello /stream');
+  });
+});
+
+describe('previews on their own origin', () => {
+  const cap = previewCap(TOKEN, 'demo');
+
+  it('redirects the signed-in /w/<slug>/preview/<port>/… to the preview listener, query kept; never proxies it here', async () => {
+    const r = await fetch(`${base}/w/demo/preview/4173/src/a.js?v=1`, { headers: { cookie: `grove_token=${TOKEN}` }, redirect: 'manual' });
+    expect(r.status).toBe(302);
+    expect(r.headers.get('location')).toBe(`${previewBase}/pv/${cap}/demo/4173/src/a.js?v=1`);
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    const bare = await fetch(`${base}/w/demo/preview/4173`, { headers: auth, redirect: 'manual' });
+    expect(bare.headers.get('location')).toBe(`${previewBase}/pv/${cap}/demo/4173/`);
+    // Not signed in: no redirect, so the cap is never handed out.
+    expect((await fetch(`${base}/w/demo/preview/4173/`, { redirect: 'manual' })).status).toBe(401);
+    const bad = await fetch(`${base}/w/demo/preview/0/`, { headers: auth, redirect: 'manual' });
+    expect(bad.status).toBe(422);
+    // The Host the browser used, with the preview port: localhost stays localhost.
+    const other = await new Promise<http.IncomingMessage>((resolve) => http.get(`${base}/w/demo/preview/4173/`, { headers: { ...auth, host: `localhost:${new URL(base).port}` } }, resolve));
+    expect(other.headers.location).toBe(`http://localhost:${new URL(previewBase).port}/pv/${cap}/demo/4173/`);
+  });
+
+  it('refuses a preview WebSocket on the dashboard origin, naming where it is served', async () => {
+    const res = await new Promise<{ status?: number; body: string }>((resolve) => {
+      const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo/preview/4173/hmr`, { headers: auth });
+      s.on('unexpected-response', (_req, r) => {
+        let body = '';
+        r.on('data', (d: Buffer) => (body += d.toString()));
+        r.on('end', () => resolve({ status: r.statusCode, body }));
+      });
+      s.on('error', () => {});
+    });
+    expect(res.status).toBe(404);
+    expect(res.body).toContain(`ws://127.0.0.1:${new URL(previewBase).port}/pv/${cap}/demo/4173/hmr`);
+  });
+
+  it('serves /pv/<cap>/<slug>/<port>/… by the cap alone: no Grove credential reaches the sandbox, the prefix is its own', async () => {
+    const r = await fetch(`${previewBase}/pv/${cap}/demo/4173/x?y=1`, { headers: { cookie: `grove_token=${TOKEN}; theme=dark`, authorization: `Bearer ${TOKEN}`, 'x-forwarded-prefix': '/w/demo' } });
+    expect(r.status).toBe(200);
+    const seen = (await r.json()) as { url: string; headers: Record<string, string | undefined> };
+    expect(seen.url).toBe('/preview/4173/x?y=1');
+    expect(seen.headers.cookie).toBe('theme=dark');
+    expect(seen.headers.authorization).toBeUndefined();
+    expect(seen.headers['x-forwarded-prefix']).toBe(`/pv/${cap}/demo`);
+    // The cap does not leave in a Referer; the preview can neither shadow Grove's cookie nor widen a worker's scope.
+    expect(r.headers.get('referrer-policy')).toBe('no-referrer');
+    expect(r.headers.getSetCookie()).toEqual(['app=1; Path=/']);
+    expect(r.headers.get('service-worker-allowed')).toBeNull();
+    // No cookie at all is needed.
+    expect((await fetch(`${previewBase}/pv/${cap}/demo/4173/`)).status).toBe(200);
+  });
+
+  it('proxies WebSocket upgrades on the preview listener by the cap', async () => {
+    const res = await wsOpen(`${previewBase.replace('http', 'ws')}/pv/${cap}/demo/4173/hmr`, {});
+    expect(res.first).toBe('hello /preview/4173/hmr');
+    expect((await wsOpen(`${previewBase.replace('http', 'ws')}/pv/${previewCap(TOKEN, 'demo~off')}/demo/4173/hmr`, auth)).status).toBe(404);
+  });
+
+  it.each([
+    ['a wrong cap', () => `/pv/${'A'.repeat(43)}/demo/4173/`],
+    ["another slug's cap", () => `/pv/${previewCap(TOKEN, 'demo~off')}/demo/4173/`],
+    ['/api, even with the token', () => '/api/workspaces'],
+    ['/w, even with the token', () => '/w/demo/thread'],
+    ['the dashboard', () => '/'],
+    ['/login', () => `/login?token=${TOKEN}`],
+  ])('answers 404 on the preview listener for %s', async (_what, p) => {
+    const r = await fetch(`${previewBase}${p()}`, { headers: auth, redirect: 'manual' });
+    expect(r.status).toBe(404);
+    expect((await readBody(r)).code).toBe('not_found');
+    expect(r.headers.get('set-cookie')).toBeNull();
+  });
+
+  it("refuses writes and upgrades from the preview origin on the dashboard's API, even with the cookie", async () => {
+    const cookie = `grove_token=${TOKEN}`;
+    const stop = await fetch(`${base}/api/workspaces/demo/stop`, { method: 'POST', headers: { cookie, origin: previewBase } });
+    expect(stop.status).toBe(403);
+    expect((await readBody(stop)).code).toBe('forbidden_origin');
+    expect((await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, { cookie, origin: previewBase })).status).toBe(403);
+    // Reads carry no CORS header, so a preview's script cannot read them.
+    const read = await fetch(`${base}/api/workspaces`, { headers: { cookie, origin: previewBase } });
+    expect(read.headers.get('access-control-allow-origin')).toBeNull();
+  });
+
+  it("forbids framing of the dashboard's origin", async () => {
+    const r = await fetch(`${base}/`, { headers: auth });
+    expect(r.headers.get('x-frame-options')).toBe('DENY');
+    expect(r.headers.get('content-security-policy')).toBe("frame-ancestors 'none'");
   });
 });
 

@@ -1,4 +1,5 @@
-// The front door: one HTTP server that dispatches /api, /w/<slug> and everything else (the dashboard).
+// The front door: one HTTP server that dispatches /api, /w/<slug> and everything else (the dashboard), and the
+// preview listener on another port (another origin) that serves only /pv/<cap>/<slug>/<port>/… (see preview.ts).
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -10,7 +11,8 @@ import { GroveError } from '@grove/contracts';
 import { createApi } from './api.ts';
 import { authorize, loginCookie, tokenMatches } from './auth.ts';
 import { sendError, sendJson } from './errors.ts';
-import { createWorkspaceProxy, parseProxyPath, rejectUpgrade } from './proxy.ts';
+import { parsePreviewListenerPath, previewCap, previewOrigin, previewRest, scrubPreviewResponse } from './preview.ts';
+import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, type ProxyTarget } from './proxy.ts';
 
 interface NextApp {
   prepare(): Promise<void>;
@@ -25,11 +27,16 @@ export interface GroveServerOptions {
   token: string;
   /** Next.js request handler for the dashboard; a small built-in page when absent. */
   web?: NodeHandler;
+  /** GROVE_PREVIEW_URL: the preview listener's public origin, when a reverse proxy puts it elsewhere. */
+  previewUrl?: string | undefined;
 }
 
 export interface GroveServer {
   server: http.Server;
+  previewServer: http.Server;
   listen(port: number, host: string): Promise<number>;
+  /** The preview listener; until it listens, /w/<slug>/preview/ answers 500 (unless previewUrl is set). */
+  listenPreview(port: number, host: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -42,10 +49,24 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
   const { grove, logger, token } = opts;
   const api = getRequestListener(createApi({ grove, logger }).fetch);
   const proxy = createWorkspaceProxy({ grove, logger });
+  const previewProxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubPreviewResponse });
   const sockets = new Set<Duplex>();
+  let previewPort: number | undefined;
+
+  /** The preview listener's URL of /w/<slug>/preview/<port>/<rest>?q, or null when target is not a preview path. */
+  const previewLocation = (req: http.IncomingMessage, target: ProxyTarget): string | null => {
+    const p = previewRest(target.path);
+    if (!p) return null;
+    const origin = previewOrigin(req, { configured: opts.previewUrl, port: previewPort });
+    return `${origin}/pv/${previewCap(token, target.slug)}/${target.slug}/${p.port}${p.rest || '/'}${p.query}`;
+  };
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
     const url = req.url ?? '/';
+    // Nothing of the dashboard's origin may be framed: a preview is same-site (cookies ignore ports), so a
+    // frame of it would carry the cookie and could be clickjacked.
+    res.setHeader('x-frame-options', 'DENY');
+    res.setHeader('content-security-policy', "frame-ancestors 'none'");
     if (url === '/api/health') {
       sendJson(res, 200, { ok: true });
       return;
@@ -62,6 +83,13 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
       authorize(req, { token, upgrade: false });
     }
     if (target) {
+      // Previews never run on this origin: the signed-in user is sent to the preview listener.
+      const location = previewLocation(req, target);
+      if (location) {
+        res.writeHead(302, { location, 'cache-control': 'no-store', 'referrer-policy': 'no-referrer', 'content-length': 0 });
+        res.end();
+        return;
+      }
       await proxy.web(req, res, target);
       return;
     }
@@ -86,36 +114,72 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
       authorize(req, { token, upgrade: true });
       const target = parseProxyPath(req.url ?? '/');
       if (!target) throw new GroveError('not_found', `no WebSocket endpoint at ${req.url ?? '/'}`);
+      // A WebSocket cannot follow a redirect: say where the preview is.
+      const location = previewLocation(req, target);
+      if (location) {
+        throw new GroveError('not_found', `previews are not served on the dashboard's origin; open the WebSocket at ${location.replace(/^http/, 'ws')}`, { details: { location } });
+      }
       await proxy.ws(req, socket, head, target);
     };
     run().catch((err: unknown) => rejectUpgrade(socket, err, logger));
   });
-  server.on('connection', (s) => {
-    sockets.add(s);
-    s.on('close', () => sockets.delete(s));
+
+  // The preview listener: /pv/<cap>/<slug>/<port>/… only, authorized by the cap (no cookie, no token); 404 for
+  // everything else, so no /api, no /w and no dashboard on this origin.
+  const previewServer = http.createServer((req, res) => {
+    const run = async () => {
+      const target = parsePreviewListenerPath(req.url ?? '/', token);
+      await previewProxy.web(req, res, target);
+    };
+    run().catch((err: unknown) => {
+      res.setHeader('referrer-policy', 'no-referrer');
+      sendError(res, err, logger);
+    });
   });
+  previewServer.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    const run = async () => {
+      const target = parsePreviewListenerPath(req.url ?? '/', token);
+      await previewProxy.ws(req, socket, head, target);
+    };
+    run().catch((err: unknown) => rejectUpgrade(socket, err, logger));
+  });
+
+  for (const srv of [server, previewServer]) {
+    srv.on('connection', (s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    });
+  }
+
+  const listenOn = (srv: http.Server, port: number, host: string) =>
+    new Promise<number>((resolve, reject) => {
+      srv.once('error', reject);
+      srv.listen(port, host, () => {
+        const addr = srv.address();
+        resolve(typeof addr === 'object' && addr ? addr.port : port);
+      });
+    });
 
   return {
     server,
-    listen(port, host) {
-      return new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => {
-          const addr = server.address();
-          resolve(typeof addr === 'object' && addr ? addr.port : port);
-        });
-      });
+    previewServer,
+    listen: (port, host) => listenOn(server, port, host),
+    async listenPreview(port, host) {
+      previewPort = await listenOn(previewServer, port, host);
+      return previewPort;
     },
     async close() {
       // Stop accepting, give in-flight requests a moment, then cut long-lived streams.
-      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const closing = [server, previewServer].map((srv) => (srv.listening ? new Promise<void>((resolve) => srv.close(() => resolve())) : Promise.resolve()));
       server.closeIdleConnections();
+      previewServer.closeIdleConnections();
       const timer = setTimeout(() => {
         for (const s of sockets) s.destroy();
       }, 2_000);
-      await closed;
+      await Promise.all(closing);
       clearTimeout(timer);
       proxy.close();
+      previewProxy.close();
     },
   };
 }

@@ -97,6 +97,12 @@ describe('preview', () => {
     // A forged prefix is ignored rather than echoed into a Location header.
     const forged = await send(`/preview/${devPort}/go-login`, { headers: { 'x-forwarded-prefix': '//evil.example' } });
     expect(forged.headers.location).toBe(`/preview/${devPort}/login?next=1`);
+    // Mounted on the preview listener: /pv/<cap>/<slug>/<port>, no /preview segment.
+    const cap = 'A'.repeat(40) + '_-0';
+    const pv = await send(`/preview/${devPort}/go-login`, { headers: { 'x-forwarded-prefix': `/pv/${cap}/demo~test` } });
+    expect(pv.headers.location).toBe(`/pv/${cap}/demo~test/${devPort}/login?next=1`);
+    const short = await send(`/preview/${devPort}/go-login`, { headers: { 'x-forwarded-prefix': '/pv/short/demo~test' } });
+    expect(short.headers.location).toBe(`/preview/${devPort}/login?next=1`);
   });
 
   it('passes WebSocket upgrades through with the path stripped', async () => {

@@ -93,8 +93,7 @@ export function createPreview(opts: PreviewOptions): Preview {
     }
     // Relative, so it resolves under whatever prefix the front door mounted us at (/w/<slug>/preview/<port>).
     if (m[2] === undefined) return { redirect: `${port}/${m[3] ?? ''}` };
-    const mount = forwardedPrefix(req.headers);
-    return { port, path: `${m[2]}${m[3] ?? ''}`, prefix: `${mount}/preview/${port}` };
+    return { port, path: `${m[2]}${m[3] ?? ''}`, prefix: publicPrefix(req.headers, port) };
   };
 
   /** 127.0.0.1 first, then ::1: dev servers that bind "localhost" often end up on the IPv6 loopback only. */
@@ -203,10 +202,16 @@ function connectOnce(host: string, port: number, timeoutMs: number): Promise<Soc
   });
 }
 
-/** The front door's mount point (/w/<slug>), when it said so; checked so it cannot inject a header or a URL. */
-function forwardedPrefix(headers: IncomingHttpHeaders): string {
+/**
+ * The public path of port's preview, from the front door's mount point when it said so: /w/<slug> (the
+ * dashboard's listener) → /w/<slug>/preview/<port>; /pv/<cap>/<slug> (the preview listener) → /pv/<cap>/<slug>/<port>.
+ * Checked so it cannot inject a header or a URL; anything else is ignored.
+ */
+function publicPrefix(headers: IncomingHttpHeaders, port: number): string {
   const v = headers['x-forwarded-prefix'];
-  return typeof v === 'string' && /^\/w\/[a-z0-9][a-z0-9~-]{0,80}$/.test(v) ? v : '';
+  if (typeof v === 'string' && /^\/w\/[a-z0-9][a-z0-9~-]{0,80}$/.test(v)) return `${v}/preview/${port}`;
+  if (typeof v === 'string' && /^\/pv\/[A-Za-z0-9_-]{43}\/[a-z0-9][a-z0-9~-]{0,80}$/.test(v)) return `${v}/${port}`;
+  return `/preview/${port}`;
 }
 
 function isCredential(name: string): boolean {

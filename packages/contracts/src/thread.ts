@@ -68,5 +68,12 @@ export const listeningPortSchema = z.object({
 });
 export type ListeningPort = z.infer<typeof listeningPortSchema>;
 
+/** A port as it appears in a preview URL (/w/<slug>/preview/<port>/, /pv/<cap>/<slug>/<port>/): 1-65535, no sign, no leading zero. */
+export const previewPortParamSchema = z
+  .string()
+  .regex(/^[1-9][0-9]{0,4}$/, { error: 'port must be a number between 1 and 65535' })
+  .transform(Number)
+  .refine((n) => n <= 65535, { error: 'port must be a number between 1 and 65535' });
+
 export const portsResponseSchema = z.object({ ports: z.array(listeningPortSchema) });
 export type PortsResponse = z.infer<typeof portsResponseSchema>;

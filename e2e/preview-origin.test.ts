@@ -1,0 +1,79 @@
+// A page the agent builds is untrusted code. Served by a dev server in a real sandbox and opened in a real
+// browser (Debian Chromium) signed in to Grove, it runs on the preview origin: it can neither read the
+// dashboard's API nor drive it (stop another workspace, open its stream), and Grove's cookie never reaches it.
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { PortsResponse, Workspace } from '@grove/contracts';
+import { launchBrowser, signedIn } from './browser.ts';
+import { containerOf, dockerExec, useServer, waitFor } from './harness.ts';
+
+const ctx = useServer('preview-origin');
+let browser: Browser;
+
+// The hostile page: ?d=<dashboard origin>&slug=<workspace to stop>. It reports what it could do in #out.
+const PAGE = [
+  '<!doctype html><meta charset="utf-8"><title>agent page</title><pre id="out"></pre><script>',
+  '(async () => {',
+  '  const q = new URLSearchParams(location.search), d = q.get("d"), slug = encodeURIComponent(q.get("slug")), out = {};',
+  '  try { const r = await fetch(d + "/api/workspaces", { credentials: "include" }); out.read = "read " + r.status + " " + (await r.text()).slice(0, 40); }',
+  '  catch (e) { out.read = "unreadable: " + e.name; }',
+  '  try { const r = await fetch(d + "/api/workspaces/" + slug + "/stop", { method: "POST", credentials: "include", mode: "no-cors" }); out.write = "sent, " + r.type; }',
+  '  catch (e) { out.write = "failed: " + e.name; }',
+  '  out.ws = await new Promise((res) => { const w = new WebSocket(d.replace("http", "ws") + "/w/" + slug + "/stream"); w.onopen = () => res("open"); w.onerror = () => res("refused"); });',
+  '  out.seen = await (await fetch("echo")).json();',
+  '  out.origin = location.origin; out.cookie = document.cookie;',
+  '  document.getElementById("out").textContent = JSON.stringify(out); document.body.dataset.done = "1";',
+  '})();',
+  '</script>',
+].join('\n');
+const DEV_SERVER = `const page = ${JSON.stringify(PAGE)};
+require('http').createServer((q, r) => {
+  if (q.url.startsWith('/echo')) { r.setHeader('content-type', 'application/json'); r.end(JSON.stringify({ cookie: q.headers.cookie || null })); return; }
+  r.setHeader('content-type', 'text/html; charset=utf-8'); r.end(page);
+}).listen(Number(process.argv[1]), '127.0.0.1');`;
+
+beforeAll(async () => {
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+});
+
+describe('an agent-built preview in the browser', () => {
+  it('cannot read the API, stop another workspace or open its stream; Grove cookie never reaches it', async () => {
+    const { s } = ctx;
+    const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'evil' });
+    expect(r.status).toBe(201);
+    const container = containerOf(s.instance, 'demo~evil') ?? '';
+    const started = dockerExec(container, ['sh', '-c', 'node -e "$0" 4190 >/tmp/dev.log 2>&1 &', DEV_SERVER]);
+    expect(started.code, started.out).toBe(0);
+    await waitFor('port 4190', async () => (await s.api<PortsResponse>('GET', '/w/demo~evil/ports')).body.ports?.some((p) => p.port === 4190), 20_000);
+
+    const page = await signedIn(browser, s.base);
+    const toDashboard: Array<{ method: string; path: string; status: number }> = [];
+    page.on('response', (res) => {
+      const u = new URL(res.url());
+      if (u.origin === s.base && !u.pathname.startsWith('/w/demo~evil/preview/')) toDashboard.push({ method: res.request().method(), path: u.pathname, status: res.status() });
+    });
+    await page.goto(`${s.base}/w/demo~evil/preview/4190/?d=${encodeURIComponent(s.base)}&slug=demo`);
+    await page.locator('body[data-done="1"]').waitFor({ timeout: 20_000 });
+    const out = JSON.parse(await page.locator('#out').innerText()) as Record<string, unknown>;
+
+    // It runs on the preview origin, not the dashboard's.
+    expect(out.origin).toBe(s.previewBase);
+    expect(page.url().startsWith(`${s.previewBase}/pv/`)).toBe(true);
+    // The read went out with the cookie (same site) and was answered, but the page cannot read it: no CORS.
+    expect(out.read).toBe('unreadable: TypeError');
+    // The write reached the server, which refused it on its Origin; the workspace is still running.
+    expect(out.write).toBe('sent, opaque');
+    expect(toDashboard).toContainEqual({ method: 'POST', path: '/api/workspaces/demo/stop', status: 403 });
+    expect((await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo')).body.workspace.state).toBe('running');
+    // Nor can it open a workspace's stream.
+    expect(out.ws).toBe('refused');
+    // Grove's cookie is HttpOnly and stripped before the sandbox: neither the page nor its server sees it.
+    expect(String(out.cookie)).not.toContain('grove_token');
+    expect(out.seen).toEqual({ cookie: null });
+    await page.context().close();
+  });
+});
