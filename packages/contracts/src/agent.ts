@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { egressPolicySchema } from './egress.ts';
+import { forgeConfigSchema, gitIdentitySchema } from './git-flow.ts';
 
 /**
  * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
@@ -125,6 +126,10 @@ export const projectConfigSchema = z
      * the credential relay, never through the gate.
      */
     egress: egressPolicySchema.optional(),
+    /** Author and committer of host checkpoints; default Grove <grove@localhost> (docs/git-flow.md). */
+    git: gitIdentitySchema.optional(),
+    /** Where publish opens pull requests; absent: publish is refused with a hint. No token here, ever. */
+    forge: forgeConfigSchema.optional(),
   })
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;

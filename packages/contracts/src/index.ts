@@ -6,3 +6,4 @@ export * from './thread.ts';
 export * from './egress.ts';
 export * from './agent.ts';
 export * from './turns.ts';
+export * from './git-flow.ts';

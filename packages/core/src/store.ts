@@ -32,6 +32,7 @@ export function toWorkspace(r: WorkspaceRow): Workspace {
     createdAt: r.createdAt,
     updatedAt: r.updatedAt,
     lastActivityAt: r.lastActivityAt,
+    pullRequest: r.prUrl && r.prNumber && r.prState ? { url: r.prUrl, number: r.prNumber, state: r.prState } : null,
   };
 }
 
