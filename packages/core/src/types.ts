@@ -1,6 +1,7 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, RestoreRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, UndoResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -29,6 +30,11 @@ export interface GroveOptions {
   providerRelay?: { upstream: string; apiKey: string | null };
   /** The egress floor: project default rules, resolver and connector hooks, limits. */
   egress?: EgressOptions;
+  /**
+   * The forge API token publish uses (GROVE_FORGE_TOKEN): sent only in the Authorization header of forge API
+   * calls and of git over https to the forge's host; never written to a config, remote URL, log or thread.
+   */
+  forgeToken?: string | null;
 }
 
 export interface AddProjectOptions {
@@ -39,12 +45,18 @@ export interface AddProjectOptions {
   createDefault?: boolean;
   /** Write this as the project's config (<home>/config/<name>.json; validated). Absent: the file there, if any, is validated. */
   config?: ProjectConfigInput;
+  /** Refuse (project_exists) when a project of this name is registered; default false (idempotent, as for the demo). */
+  failIfExists?: boolean;
 }
 
 export interface Grove {
   /** Reconcile containers, rows and locks with reality; call once at server start. */
   reconcile(): Promise<void>;
-  addProject(opts: AddProjectOptions): Promise<void>;
+  /**
+   * Clone source bare into <home>/repos/<name> (hardened: docs/git-flow.md), detect its default branch and
+   * register it. A failed clone leaves nothing behind.
+   */
+  addProject(opts: AddProjectOptions): Promise<Project>;
   listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>>;
   list(filter?: { project?: string; includeGone?: boolean }): Promise<{ workspaces: Workspace[]; capacity: Capacity }>;
   capacity(): Promise<Capacity>;
@@ -89,6 +101,15 @@ export interface Grove {
    * (409) when it is not running. Marks the workspace active.
    */
   socketFor(slug: string): Promise<string>;
+  /**
+   * Commit the worktree (changes, staged or not, untracked files that are not ignored) onto the workspace's
+   * branch from the host, as the project's git identity. commit null: nothing to commit (the branch did not move).
+   */
+  checkpoint(slug: string, req?: unknown): Promise<CheckpointResponse>;
+  /** The workspace against its fork point (merge-base with the default branch), with ahead/behind; no sandbox needed. */
+  diff(slug: string, opts?: { maxBytes?: number }): Promise<DiffResponse>;
+  /** Checkpoint, push the branch to origin and open its pull request on the project's forge. */
+  publish(slug: string, req?: unknown): Promise<PublishResponse>;
   /** Release resources (db handle, timers). */
   close(): Promise<void>;
 }
