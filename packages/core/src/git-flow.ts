@@ -5,7 +5,6 @@ import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import type { Logger } from 'pino';
 import { aheadBehind, checkpointWorktree, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
 import { createForge } from './forge.ts';
-import type { ForgeAdapter } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, originUrl, pushBranch } from './remote.ts';
 import type { GrovePaths } from './paths.ts';
 

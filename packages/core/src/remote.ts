@@ -45,7 +45,7 @@ export function classifyRemoteFailure(stderr: string): RemoteFailure {
   if (/could not read (Username|Password)|Authentication failed|Permission denied|terminal prompts disabled|HTTP Basic: Access denied|returned error: 40[13]|Host key verification failed/i.test(stderr)) {
     return 'auth';
   }
-  if (/does not appear to be a git repository|Repository not found|not a git repository|repository '[^']*' does not exist|returned error: 404/i.test(stderr)) return 'not_a_repository';
+  if (/does not appear to be a git repository|Repository not found|not a git repository|repository '[^']*' does not exist|invalid gitfile format|does not look like a v\d bundle|returned error: 404/i.test(stderr)) return 'not_a_repository';
   if (/Could not resolve host|Connection refused|Connection timed out|No route to host|Failed to connect|unable to access|Could not read from remote repository|Network is unreachable|timed out/i.test(stderr)) {
     return 'unreachable';
   }

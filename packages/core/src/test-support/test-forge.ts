@@ -1,0 +1,85 @@
+// Test helper: a small Gitea on 127.0.0.1 — the pull-request endpoints the forge adapter uses, backed by a
+// real bare repository (a pull request can only be opened for a head branch that exists there).
+import { execFileSync } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+
+export interface TestPull {
+  number: number;
+  head: string;
+  base: string;
+  title: string;
+  body: string;
+  state: 'open' | 'closed';
+  merged: boolean;
+}
+
+export interface TestForge {
+  baseUrl: string;
+  pulls: TestPull[];
+  /** Every request as "<METHOD> <path> <authorization header>". */
+  requests: string[];
+  /** Answer every request with this status instead (simulates a broken forge). */
+  failWith: number | null;
+  close(): Promise<void>;
+}
+
+function send(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function readBody(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as unknown;
+}
+
+function branchExists(bare: string, branch: string): boolean {
+  try {
+    execFileSync('git', ['-c', 'safe.directory=*', 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], { cwd: bare, stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function startTestForge(o: { bare: string; owner: string; repo: string; token: string }): Promise<TestForge> {
+  const forge: TestForge = { baseUrl: '', pulls: [], requests: [], failWith: null, close: async () => {} };
+  const prefix = `/api/v1/repos/${o.owner}/${o.repo}/pulls`;
+  const toJson = (p: TestPull) => ({
+    number: p.number,
+    html_url: `${forge.baseUrl}/${o.owner}/${o.repo}/pulls/${p.number}`,
+    state: p.state,
+    merged: p.merged,
+    head: { ref: p.head },
+    base: { ref: p.base },
+    title: p.title,
+  });
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      const url = req.url ?? '/';
+      forge.requests.push(`${req.method} ${url} ${req.headers.authorization ?? ''}`);
+      if (forge.failWith) return send(res, forge.failWith, { message: 'the test forge is failing on purpose' });
+      if (req.headers.authorization !== `token ${o.token}`) return send(res, 401, { message: 'token is required' });
+      if (req.method === 'POST' && url === prefix) {
+        const b = (await readBody(req)) as { head?: string; base?: string; title?: string; body?: string };
+        if (!b.head || !b.base || !b.title) return send(res, 422, { message: 'head, base and title are required' });
+        if (!branchExists(o.bare, b.head) || !branchExists(o.bare, b.base)) return send(res, 404, { message: `branch ${b.head} or ${b.base} does not exist` });
+        if (forge.pulls.some((p) => p.head === b.head && p.base === b.base && p.state === 'open')) return send(res, 409, { message: 'pull request already exists for these targets' });
+        const pull: TestPull = { number: forge.pulls.length + 1, head: b.head, base: b.base, title: b.title, body: b.body ?? '', state: 'open', merged: false };
+        forge.pulls.push(pull);
+        return send(res, 201, toJson(pull));
+      }
+      const m = new RegExp(`^${prefix}/(\\d+)$`).exec(url);
+      const pull = m ? forge.pulls.find((p) => p.number === Number(m[1])) : undefined;
+      if (req.method === 'GET' && pull) return send(res, 200, toJson(pull));
+      return send(res, 404, { message: 'not found' });
+    })().catch((e: unknown) => send(res, 500, { message: String(e) }));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address();
+  forge.baseUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  forge.close = () => new Promise((r) => server.close(() => r()));
+  return forge;
+}
