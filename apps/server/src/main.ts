@@ -46,6 +46,7 @@ async function main(): Promise<void> {
     logger,
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
     providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
+    forgeToken: env.GROVE_FORGE_TOKEN ?? null,
   });
   if (dockerUp) await grove.reconcile();
   else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });
