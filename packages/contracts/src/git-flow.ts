@@ -164,3 +164,12 @@ export const publishResponseSchema = z.object({
   pullRequest: pullRequestSchema,
 });
 export type PublishResponse = z.infer<typeof publishResponseSchema>;
+
+/** The part of a Gitea or GitHub pull request (REST) that the forge adapters read; both send much more. */
+export const forgePullSchema = z.object({
+  number: z.number().int().positive(),
+  html_url: z.url(),
+  state: z.string(),
+  merged: z.boolean().nullish(),
+  merged_at: z.string().nullish(),
+});
