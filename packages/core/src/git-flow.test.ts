@@ -300,4 +300,24 @@ describe('publish', () => {
     expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/pr')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
     expect(existsSync(join(worktree('pr'), 'feature.md'))).toBe(true);
   });
+
+  it('five workspaces checkpointing and publishing at once: all published, repositories fsck-clean', async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open({ maxRunning: 6 });
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    const names = ['w1', 'w2', 'w3', 'w4', 'w5'];
+    for (const n of names) {
+      await g.fork({ project: 'demo', name: n });
+      writeFileSync(join(worktree(n), `${n}.txt`), `${n}\n`);
+    }
+    const results = await Promise.all(names.map((n) => Promise.all([g.checkpoint(`demo~${n}`), g.publish(`demo~${n}`, { title: n })])));
+    for (const [i, n] of names.entries()) {
+      const [, published] = results[i] ?? [];
+      expect(git(upstream, 'rev-parse', `refs/heads/grove/${n}`)).toBe(published?.pushed.commit);
+      expect(git(upstream, 'show', `grove/${n}:${n}.txt`)).toBe(n);
+    }
+    expect(forge.pulls.map((p) => p.head).sort()).toEqual(names.map((n) => `grove/${n}`));
+    for (const repo of [upstream, join(home, 'repos', 'demo')]) expect(() => git(repo, 'fsck', '--strict', '--no-progress')).not.toThrow();
+  });
 });
