@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import { aheadBehind, checkpointWorktree, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
 import { createForge } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, originUrl, pushBranch } from './remote.ts';
+import type { PushResult } from './remote.ts';
 import type { GrovePaths } from './paths.ts';
 
 /**
@@ -168,7 +169,7 @@ export class GitFlow {
         throw new GroveError('invalid_state', `nothing to publish: ${row.branch} has no commits beyond ${project.defaultBranch}`, { details: { slug, branch: row.branch } });
       }
       const auth = { header: forge.gitAuthHeader(origin) ?? undefined, redact: [this.d.forgeToken ?? ''] };
-      let pushed;
+      let pushed: PushResult;
       try {
         pushed = await pushBranch(repo, row.branch, auth);
       } catch (e) {

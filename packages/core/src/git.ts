@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { constants as fsConstants, existsSync } from 'node:fs';
 import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
@@ -265,7 +265,7 @@ export async function snapshotTree(repo: string, worktree: string, parent: strin
     const tree = (await g.raw(['write-tree'])).trim();
     // The index itself, with the stat data of every file it just hashed: a checkpoint installs it as the
     // worktree's own, so `git status` in the sandbox is clean afterwards without re-reading anything there.
-    if (opts.indexOut) await copyFile(join(dir, 'index'), opts.indexOut);
+    if (opts.indexOut) await copyFile(join(dir, 'index'), opts.indexOut, fsConstants.COPYFILE_EXCL);
     return tree;
   } catch (e) {
     throw gitFailed(`saving the uncommitted work in ${worktree}`, e);

@@ -196,7 +196,9 @@ class GroveImpl implements Grove {
       config: (project) => readProjectConfig(paths.projectConfig(project)),
       project: (name) => this.requireProject(name),
       row: (slug, o) => {
-        const row = o?.gone ? (validSlug(slug), this.store.live(slug) ?? this.store.latest(slug)) : this.requireLive(slug);
+        if (!o?.gone) return this.requireLive(slug);
+        validSlug(slug);
+        const row = this.store.live(slug) ?? this.store.latest(slug);
         if (!row) throw notFound(slug);
         return row;
       },
@@ -288,6 +290,10 @@ class GroveImpl implements Grove {
     let defaultBranch: string;
     try {
       defaultBranch = await this.lock.withLock(name, async () => {
+        // Again under the lock: of two concurrent requests for one name, the second is refused.
+        if (o.failIfExists && this.store.project(name)) {
+          throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
+        }
         if (!(await isBareRepo(repo))) {
           if (existsSync(repo)) {
             this.log.warn({ project: name }, 'replacing a directory that is not a bare clone');
