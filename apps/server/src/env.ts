@@ -44,6 +44,8 @@ export const envSchema = z.object({
    * written to a config, remote URL, log or thread. Unset: publish answers not_configured.
    */
   GROVE_FORGE_TOKEN: z.string().min(1).optional(),
+  /** How often every project is fetched and published workspaces' pull requests are checked; 0: never. */
+  GROVE_WATCH_INTERVAL_MS: z.coerce.number().int().min(0).default(5 * 60_000),
   /** Where the relay sends agents' API calls. Plain HTTP only to a loopback address (a local test server). */
   GROVE_ANTHROPIC_UPSTREAM: z
     .url({ protocol: /^https?$/, error: 'GROVE_ANTHROPIC_UPSTREAM must be an http(s) URL' })

@@ -130,6 +130,11 @@ export const projectConfigSchema = z
     git: gitIdentitySchema.optional(),
     /** Where publish opens pull requests; absent: publish is refused with a hint. No token here, ever. */
     forge: forgeConfigSchema.optional(),
+    /**
+     * Keep a workspace (container, worktree) when its pull request is merged or closed; default false: the
+     * pull-request watcher tears it down (the branch is kept) and records workspace.cleaned.
+     */
+    keepCheckoutOnClose: z.boolean().optional(),
   })
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;

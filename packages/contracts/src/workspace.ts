@@ -77,6 +77,8 @@ export const eventTypeSchema = z.enum([
   'project.fetch_failed',
   /** A project was registered from a repository. */
   'project.added',
+  /** The pull-request watcher saw the workspace's pull request change state; data says whether it cleans up. */
+  'workspace.pr_state',
 ]);
 export type EventType = z.infer<typeof eventTypeSchema>;
 

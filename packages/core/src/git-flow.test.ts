@@ -321,3 +321,59 @@ describe('publish', () => {
     for (const repo of [upstream, join(home, 'repos', 'demo')]) expect(() => git(repo, 'fsck', '--strict', '--no-progress')).not.toThrow();
   });
 });
+
+describe('pull-request watcher', () => {
+  async function published(config: Record<string, unknown> = {}): Promise<Grove> {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' }, ...config });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    await g.publish('demo~pr');
+    return g;
+  }
+
+  it('tears a workspace down when its pull request is merged, keeping the branch', async () => {
+    const g = await published();
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+    forge?.merge(1);
+    // Uncommitted work after publishing is saved before the worktree goes.
+    writeFileSync(join(worktree('pr'), 'after.md'), 'late\n');
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true }]);
+    expect(r.fetched).toEqual(['demo']);
+    const ws = await g.get('demo~pr');
+    expect(ws.state).toBe('gone');
+    expect(ws.pullRequest?.state).toBe('merged');
+    expect(existsSync(worktree('pr'))).toBe(false);
+    const repo = join(home, 'repos', 'demo');
+    expect(git(repo, 'rev-parse', 'grove/pr')).toBe(git(repo, 'rev-parse', 'main'));
+    const types = (await g.events({ slug: 'demo~pr', limit: 1000 })).map((e) => e.type);
+    expect(types.slice(types.indexOf('workspace.pr_state'))).toEqual(expect.arrayContaining(['workspace.pr_state', 'workspace.saved', 'workspace.cleaned']));
+    expect((await g.savedWork('demo~pr')).length).toBe(1);
+  });
+
+  it('keeps the checkout of a closed pull request when the project says keepCheckoutOnClose', async () => {
+    const g = await published({ keepCheckoutOnClose: true });
+    forge?.closePull(1);
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'closed', cleaned: false }]);
+    expect(await g.get('demo~pr')).toMatchObject({ state: 'running', pullRequest: { state: 'closed' } });
+    expect(existsSync(join(worktree('pr'), 'feature.md'))).toBe(true);
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+  });
+
+  it('falls back to the branch being contained in the default branch when the forge cannot answer', async () => {
+    const g = await published();
+    if (forge) forge.failWith = 503;
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+    const other = otherClone();
+    git(other, 'merge', '-q', '--ff-only', 'origin/grove/pr');
+    git(other, 'push', '-q', 'origin', 'main');
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true }]);
+    const change = await g.events({ slug: 'demo~pr', type: 'workspace.pr_state' });
+    expect(change[0]?.data).toMatchObject({ source: 'branch', to: 'merged' });
+  });
+});

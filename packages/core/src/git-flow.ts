@@ -32,6 +32,11 @@ export interface GitFlowDeps {
   row(slug: string, o?: { gone?: boolean }): WorkspaceRow;
   savePullRequest(id: number, pr: PullRequest): void;
   forgeToken: string | null;
+  /** Live workspace rows and registered projects, for the watcher. */
+  liveRows(): WorkspaceRow[];
+  projects(): ProjectRow[];
+  /** Tear a workspace down (container, worktree; the branch is kept; uncommitted work saved first). */
+  teardown(slug: string): Promise<unknown>;
   /** Owner of the worktree's index after a checkpoint (the sandbox uid), when the host may chown. */
   owner: { uid: number; gid: number } | null;
 }
@@ -56,8 +61,103 @@ function pushError(e: unknown, branch: string): GroveError {
   return new GroveError(code, message, { details: { reason: e.reason, branch } });
 }
 
+export interface WatchResult {
+  fetched: string[];
+  /** Projects whose fetch failed, with the reason (their workspaces were still checked). */
+  fetchFailed: Array<{ project: string; reason: string }>;
+  changed: Array<{ slug: string; from: string; to: string; cleaned: boolean }>;
+}
+
 export class GitFlow {
+  private timer: NodeJS.Timeout | null = null;
+  private sweeping: Promise<WatchResult> | null = null;
+
   constructor(private readonly d: GitFlowDeps) {}
+
+  /** Run watch() every intervalMs (not overlapping itself) until stopWatch(). */
+  startWatch(intervalMs: number): void {
+    if (this.timer || intervalMs <= 0) return;
+    this.timer = setInterval(() => {
+      this.watch().catch((e: unknown) => this.d.log.error({ err: e }, `pull-request watch failed: ${reasonOf(e)}`));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  stopWatch(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /**
+   * One pass of the scheduled work: fetch --prune every project's primary clone, then derive each published
+   * workspace's pull-request state from the remote — the forge's answer, or, when the forge cannot say (none
+   * configured, no token, unreachable), whether the branch's tip is contained in the default branch after the
+   * fetch (merged). A merged or closed one is torn down (the branch is kept, uncommitted work saved first)
+   * unless the project sets keepCheckoutOnClose. Concurrent calls share one pass.
+   */
+  watch(): Promise<WatchResult> {
+    this.sweeping ??= this.sweep().finally(() => {
+      this.sweeping = null;
+    });
+    return this.sweeping;
+  }
+
+  private async sweep(): Promise<WatchResult> {
+    const result: WatchResult = { fetched: [], fetchFailed: [], changed: [] };
+    for (const p of this.d.projects()) {
+      const repo = this.d.paths.repo(p.name);
+      try {
+        if (!(await originUrl(repo))) continue;
+        await this.d.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS }));
+        result.fetched.push(p.name);
+      } catch (e) {
+        result.fetchFailed.push({ project: p.name, reason: reasonOf(e) });
+        this.d.log.warn({ project: p.name }, `scheduled fetch of ${p.name} failed: ${reasonOf(e)}`);
+      }
+    }
+    for (const row of this.d.liveRows()) {
+      if (!row.prNumber || !row.prState || row.prState !== 'open') continue;
+      if (row.state !== 'running' && row.state !== 'stopped') continue;
+      try {
+        const change = await this.check(row);
+        if (change) result.changed.push(change);
+      } catch (e) {
+        this.d.log.warn({ slug: row.slug }, `pull-request check of ${row.slug} failed: ${reasonOf(e)}`);
+      }
+    }
+    return result;
+  }
+
+  private async check(row: WorkspaceRow): Promise<WatchResult['changed'][number] | null> {
+    const config = await this.d.config(row.project);
+    const number = row.prNumber ?? 0;
+    let state: PullRequest['state'] | null = null;
+    let source = 'forge';
+    if (config.forge && this.d.forgeToken) {
+      try {
+        state = (await createForge(config.forge, this.d.forgeToken).getPullRequest(number)).state;
+      } catch (e) {
+        this.d.log.warn({ slug: row.slug }, `forge could not say the state of #${number}; checking the branch instead: ${reasonOf(e)}`);
+      }
+    }
+    if (state === null) {
+      source = 'branch';
+      const project = this.d.project(row.project);
+      const repo = this.d.paths.repo(row.project);
+      const contained = await this.d.withLock(row.project, async () => {
+        const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
+        const main = await resolveCommit(repo, `refs/heads/${project.defaultBranch}`);
+        return tip !== null && main !== null && (await mergeBase(repo, tip, main)) === tip;
+      });
+      state = contained ? 'merged' : 'open';
+    }
+    if (state === row.prState) return null;
+    const cleaned = state !== 'open' && config.keepCheckoutOnClose !== true;
+    this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
+    this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from: row.prState, to: state, source, cleanup: cleaned });
+    if (cleaned) await this.d.teardown(row.slug);
+    return { slug: row.slug, from: row.prState ?? 'open', to: state, cleaned };
+  }
 
   /**
    * git fetch --prune of the primary clone before a fork, under the caller's repository lock. Never throws: an

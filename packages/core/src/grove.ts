@@ -42,6 +42,7 @@ import {
 import type { RecoveryRefEntry, SavedWork } from './git.ts';
 import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
 import { GitFlow } from './git-flow.ts';
+import type { WatchResult } from './git-flow.ts';
 import { cloneBareFrom } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
@@ -57,6 +58,8 @@ import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
 const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
 const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
+/** Scheduled fetch of every project and the pull-request watcher (docs/git-flow.md). */
+const DEFAULT_WATCH_INTERVAL_MS = 5 * 60_000;
 /** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
 const ACTIVITY_WRITE_MS = 5_000;
 const HEALTH_POLL_MS = 50;
@@ -205,6 +208,9 @@ class GroveImpl implements Grove {
       savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state }),
       forgeToken: opts.forgeToken ?? null,
       owner,
+      liveRows: () => this.store.rows({ states: LIVE_STATES }),
+      projects: () => this.store.projects(),
+      teardown: (slug) => this.teardown(slug),
     });
   }
 
@@ -729,6 +735,11 @@ class GroveImpl implements Grove {
     return this.flow.publish(slug, req);
   }
 
+  async watchPullRequests(): Promise<WatchResult> {
+    this.assertOpen();
+    return this.flow.watch();
+  }
+
   // ---- agents: project config and undo ----
 
   async projectConfig(project: string): Promise<ProjectConfig> {
@@ -791,6 +802,8 @@ class GroveImpl implements Grove {
     }
     await this.reconcileGates();
     await this.reconcileHostServices();
+    // From now on the server serves: fetch projects and follow published workspaces' pull requests.
+    this.flow.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
   }
 
@@ -967,6 +980,7 @@ class GroveImpl implements Grove {
     if (this.closed) return;
     this.closed = true;
     this.unwatch?.();
+    this.flow.stopWatch();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));

@@ -6,6 +6,7 @@ import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { EgressOptions } from './egress.ts';
+import type { WatchResult } from './git-flow.ts';
 
 export interface GroveOptions {
   /** State root (GROVE_HOME). Created if missing. */
@@ -35,6 +36,11 @@ export interface GroveOptions {
    * calls and of git over https to the forge's host; never written to a config, remote URL, log or thread.
    */
   forgeToken?: string | null;
+  /**
+   * How often, once reconcile() has run, every project is fetched and published workspaces' pull requests are
+   * checked (merged or closed → torn down unless keepCheckoutOnClose). Default 5 minutes; 0 turns it off.
+   */
+  watchIntervalMs?: number;
 }
 
 export interface AddProjectOptions {
@@ -110,6 +116,12 @@ export interface Grove {
   diff(slug: string, opts?: { maxBytes?: number }): Promise<DiffResponse>;
   /** Checkpoint, push the branch to origin and open its pull request on the project's forge. */
   publish(slug: string, req?: unknown): Promise<PublishResponse>;
+  /**
+   * One pass of the scheduled work now: fetch every project, then the pull-request state of every published
+   * workspace (the forge's, else whether its branch is contained in the default branch); a merged or closed
+   * one is torn down unless the project sets keepCheckoutOnClose.
+   */
+  watchPullRequests(): Promise<WatchResult>;
   /** Release resources (db handle, timers). */
   close(): Promise<void>;
 }

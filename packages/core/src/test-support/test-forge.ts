@@ -21,6 +21,10 @@ export interface TestForge {
   requests: string[];
   /** Answer every request with this status instead (simulates a broken forge). */
   failWith: number | null;
+  /** Merge pull request n the way the forge's button does: base fast-forwarded to head in the bare repository. */
+  merge(n: number): void;
+  /** Close pull request n without merging. */
+  closePull(n: number): void;
   close(): Promise<void>;
 }
 
@@ -45,7 +49,30 @@ function branchExists(bare: string, branch: string): boolean {
 }
 
 export async function startTestForge(o: { bare: string; owner: string; repo: string; token: string }): Promise<TestForge> {
-  const forge: TestForge = { baseUrl: '', pulls: [], requests: [], failWith: null, close: async () => {} };
+  const find = (n: number): TestPull => {
+    const p = forge.pulls.find((x) => x.number === n);
+    if (!p) throw new Error(`no pull request #${n}`);
+    return p;
+  };
+  const forge: TestForge = {
+    baseUrl: '',
+    pulls: [],
+    requests: [],
+    failWith: null,
+    close: async () => {},
+    merge(n) {
+      const p = find(n);
+      const head = execFileSync('git', ['-c', 'safe.directory=*', 'rev-parse', `refs/heads/${p.head}`], { cwd: o.bare, encoding: 'utf8' }).trim();
+      // Fast-forward only (the tests' branches start at the base's tip); update-ref refuses otherwise.
+      execFileSync('git', ['-c', 'safe.directory=*', 'merge-base', '--is-ancestor', `refs/heads/${p.base}`, head], { cwd: o.bare });
+      execFileSync('git', ['-c', 'safe.directory=*', 'update-ref', `refs/heads/${p.base}`, head], { cwd: o.bare });
+      p.state = 'closed';
+      p.merged = true;
+    },
+    closePull(n) {
+      find(n).state = 'closed';
+    },
+  };
   const prefix = `/api/v1/repos/${o.owner}/${o.repo}/pulls`;
   const toJson = (p: TestPull) => ({
     number: p.number,
