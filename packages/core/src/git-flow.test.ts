@@ -87,6 +87,14 @@ describe('projects from real repositories', () => {
     await expect(g.addProject({ name: 'demo', source: upstream, createDefault: false, failIfExists: true })).rejects.toMatchObject({ code: 'project_exists', status: 409 });
   });
 
+  it('of two concurrent adds of one name, exactly one wins', async () => {
+    const g = await open();
+    const both = await Promise.allSettled([0, 1].map(() => g.addProject({ name: 'twice', source: `file://${upstream}`, createDefault: false, failIfExists: true })));
+    expect(both.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect(both.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'project_exists' } });
+    expect(await g.events({ slug: 'twice', type: 'project.added' })).toHaveLength(1);
+  });
+
   it('refuses option injection and foreign transports before git runs, and explains an unreachable remote, leaving nothing behind', async () => {
     const g = await open();
     for (const source of ['-uhelp', '--upload-pack=touch /tmp/x', 'ext::sh -c id', 'relative/path', 'file:///x\nfoo', 'https://user:pw@example.invalid/r.git', 'git@-oProxyCommand=x:r']) {

@@ -293,40 +293,44 @@ class GroveImpl implements Grove {
     if (o.config !== undefined) await writeProjectConfig(configFile, o.config);
     else await readProjectConfig(configFile);
     const repo = this.paths.repo(name);
-    let defaultBranch: string;
+    let registered: { project: ProjectRow; existing: ProjectRow | undefined };
     try {
-      defaultBranch = await this.lock.withLock(name, async () => {
+      registered = await this.lock.withLock(name, async () => {
+        const existing = this.store.project(name);
         // Again under the lock: of two concurrent requests for one name, the second is refused.
-        if (o.failIfExists && this.store.project(name)) {
+        if (o.failIfExists && existing) {
           throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
         }
-        if (!(await isBareRepo(repo))) {
+        // A clone no project owns (left by a crash before registration) may be of another source: clone afresh.
+        if (!(await isBareRepo(repo)) || !existing) {
           if (existsSync(repo)) {
-            this.log.warn({ project: name }, 'replacing a directory that is not a bare clone');
+            this.log.warn({ project: name }, 'replacing a directory that is not the clone of a registered project');
             await rm(repo, { recursive: true, force: true });
           }
           const t0 = Date.now();
           await cloneBareFrom(source, repo);
           this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
         }
+        let defaultBranch: string;
         try {
-          return await readDefaultBranch(repo);
+          defaultBranch = await readDefaultBranch(repo);
         } catch (e) {
           // An empty repository cannot be forked from: refuse it and leave nothing behind.
-          if (!this.store.project(name)) await rm(repo, { recursive: true, force: true });
+          if (!existing) await rm(repo, { recursive: true, force: true });
           throw new GroveError('invalid_input', `${source} has no commits on its default branch; push a first commit, then add it`, { cause: e });
         }
+        // Registered under the lock, so a concurrent add of the same name sees it.
+        return { project: this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() }), existing };
       });
     } catch (e) {
       if (!hadConfig && o.config !== undefined && !this.store.project(name)) await rm(configFile, { force: true });
       throw e;
     }
-    const existing = this.store.project(name);
+    const { project, existing } = registered;
     if (existing && existing.source !== source) {
       this.log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
     }
-    const project = this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() });
-    if (!existing) this.emit(name, 'project.added', { project: name, source, defaultBranch });
+    if (!existing) this.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
     const shape: Project = { name: project.name, defaultBranch: project.defaultBranch, createdAt: project.createdAt };
     if (o.createDefault === false || this.store.live(name)) return shape;
     try {
