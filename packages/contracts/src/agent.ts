@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { egressPolicySchema } from './egress.ts';
-import { forgeConfigSchema, gitIdentitySchema } from './git-flow.ts';
+import { forgeConfigSchema, gitSettingsSchema } from './git-flow.ts';
 
 /**
  * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
@@ -126,8 +126,8 @@ export const projectConfigSchema = z
      * the credential relay, never through the gate.
      */
     egress: egressPolicySchema.optional(),
-    /** Author and committer of host checkpoints; default Grove <grove@localhost> (docs/git-flow.md). */
-    git: gitIdentitySchema.optional(),
+    /** Author and committer of host checkpoints (default Grove <grove@localhost>), checkpoints after turns (docs/git-flow.md). */
+    git: gitSettingsSchema.optional(),
     /** Where publish opens pull requests; absent: publish is refused with a hint. No token here, ever. */
     forge: forgeConfigSchema.optional(),
     /**

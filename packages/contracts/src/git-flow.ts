@@ -46,8 +46,8 @@ export const addProjectRequestSchema = z
   .strict();
 export type AddProjectRequest = z.infer<typeof addProjectRequestSchema>;
 
-/** Commit identity of host checkpoints. */
-export const gitIdentitySchema = z
+/** `git` in a project config: the identity of host checkpoints, and whether turns checkpoint by themselves. */
+export const gitSettingsSchema = z
   .object({
     authorName: z
       .string()
@@ -61,10 +61,15 @@ export const gitIdentitySchema = z
       .max(254)
       .regex(/^[^\s<>@]+@[^\s<>@]+$/, { error: 'authorEmail must look like name@host' })
       .default('grove@localhost'),
+    /**
+     * Checkpoint after every turn that changed files, with the turn's first message line as the commit
+     * subject. Default false: an undo after such a checkpoint leaves a revert to commit (docs/git-flow.md).
+     */
+    checkpointAfterTurn: z.boolean().default(false),
   })
   .strict();
-export type GitIdentity = z.infer<typeof gitIdentitySchema>;
-export const DEFAULT_GIT_IDENTITY: GitIdentity = { authorName: 'Grove', authorEmail: 'grove@localhost' };
+export type GitSettings = z.infer<typeof gitSettingsSchema>;
+export const DEFAULT_GIT_SETTINGS: GitSettings = { authorName: 'Grove', authorEmail: 'grove@localhost', checkpointAfterTurn: false };
 
 const forgeSegment = z
   .string()

@@ -1,6 +1,7 @@
 // Projects from real repositories, fetch before fork, checkpoints, diff and publish: real git (a bare repository
 // over file:// as the remote), real SQLite, a test forge on 127.0.0.1 and the in-memory sandbox driver.
 import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -178,6 +179,55 @@ describe('checkpoint', () => {
     writeFileSync(join(worktree('cp'), 'x.txt'), 'x\n');
     const cp = await g.checkpoint('demo~cp');
     expect(git(join(home, 'repos', 'demo'), 'log', '-1', '--format=%an <%ae>|%s', cp.commit ?? '')).toBe('Grove <grove@localhost>|grove: checkpoint of demo~cp');
+  });
+});
+
+/** What the backend does when a turn ends: POST /turn-ended on the workspace's host.sock. */
+function turnEnded(slug: string, turn: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ turn, status: 'completed' });
+    const req = request(
+      { socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function userLine(turn: string, text: string): string {
+  return `${JSON.stringify({ seq: 1, turn, at: new Date().toISOString(), kind: 'user', text })}\n`;
+}
+
+describe('checkpoint after a turn', () => {
+  it('commits a turn that changed files with its first message line as the subject, when the project asks for it', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 't' });
+    const repo = join(home, 'repos', 'demo');
+    const start = git(repo, 'rev-parse', 'grove/t');
+
+    // Default: turns do not move the branch.
+    writeFileSync(join(worktree('t'), 'one.txt'), '1\n');
+    expect(await turnEnded('demo~t', 'turn-1')).toBe(200);
+    expect(git(repo, 'rev-parse', 'grove/t')).toBe(start);
+
+    await g.setProjectConfig('demo', { git: { authorName: 'Ada', authorEmail: 'ada@example.test', checkpointAfterTurn: true } });
+    writeFileSync(join(home, 'threads', 'demo~t', 'thread.jsonl'), userLine('turn-1', 'ignored') + userLine('turn-2', '\n  Add the second file\u0007 please\nand more detail'));
+    writeFileSync(join(worktree('t'), 'two.txt'), '2\n');
+    expect(await turnEnded('demo~t', 'turn-2')).toBe(200);
+    expect(git(repo, 'log', '-1', '--format=%an|%s', 'grove/t')).toBe('Ada|Add the second file please');
+    expect(git(repo, 'log', '-1', '--format=%b', 'grove/t')).toContain('two.txt');
+    expect(git(repo, 'show', 'grove/t:one.txt')).toBe('1');
+    expect(git(worktree('t'), 'status', '--porcelain')).toBe('');
+
+    // A turn that changed nothing commits nothing.
+    const tip = git(repo, 'rev-parse', 'grove/t');
+    expect(await turnEnded('demo~t', 'turn-3')).toBe(200);
+    expect(git(repo, 'rev-parse', 'grove/t')).toBe(tip);
   });
 });
 

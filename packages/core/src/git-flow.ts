@@ -1,5 +1,7 @@
 import { existsSync } from 'node:fs';
-import { DEFAULT_GIT_IDENTITY, GroveError, checkpointRequestSchema, parseOrThrow, publishRequestSchema } from '@grove/contracts';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow, publishRequestSchema, threadLineSchema } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, EventType, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import type { Logger } from 'pino';
@@ -18,6 +20,8 @@ import type { GrovePaths } from './paths.ts';
 export const DEFAULT_DIFF_BYTES = 1024 * 1024;
 /** A fetch of an unreachable remote must not hold the repository lock (and block forks) for long. */
 const FETCH_BEFORE_FORK_MS = 20_000;
+/** A thread larger than this is not read for a commit subject. */
+const MAX_THREAD_BYTES = 16 * 1024 * 1024;
 
 export interface GitFlowDeps {
   paths: GrovePaths;
@@ -183,7 +187,57 @@ export class GitFlow {
     return this.d.withSlug(slug, () => this.checkpointNow(slug, req.message));
   }
 
-  /** Under the slug's mutex. */
+  /**
+   * The checkpoint after a turn that changed files, when the project's git.checkpointAfterTurn says so. Runs
+   * from the after-turn hook, under the repository lock but not the slug's mutex (a long publish must not hold
+   * up the backend's turn); teardown removes worktrees under the same lock, so the two never overlap. Never
+   * throws: a failed checkpoint is logged and the work stays in the worktree.
+   */
+  async checkpointAfterTurn(slug: string, turn: string, files: string[]): Promise<void> {
+    try {
+      const row = this.d.row(slug);
+      const config = await this.d.config(row.project);
+      if (!config.git?.checkpointAfterTurn) return;
+      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files));
+    } catch (e) {
+      this.d.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
+    }
+  }
+
+  /**
+   * "<first line of the turn's user message>" (cut to 72 characters) with the turn and its files in the body.
+   * The thread is written by the sandbox: it is only read (bounded) and parsed, and its text only ever becomes
+   * a commit message argument.
+   */
+  private async turnMessage(slug: string, turn: string, files: string[]): Promise<string> {
+    let subject = `grove: ${turn} of ${slug}`;
+    try {
+      const file = join(this.d.paths.thread(slug), 'thread.jsonl');
+      if ((await stat(file)).size <= MAX_THREAD_BYTES) {
+        for (const text of (await readFile(file, 'utf8')).split('\n')) {
+          if (!text.includes(`"${turn}"`)) continue;
+          let parsed;
+          try {
+            parsed = threadLineSchema.safeParse(JSON.parse(text));
+          } catch {
+            continue;
+          }
+          if (!parsed.success || parsed.data.kind !== 'user' || parsed.data.turn !== turn) continue;
+          // eslint-disable-next-line no-control-regex
+          const first = parsed.data.text.replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '').split('\n').find((l) => l.trim())?.trim();
+          if (first) subject = first.length > 72 ? `${first.slice(0, 71)}…` : first;
+          break;
+        }
+      }
+    } catch {
+      // No thread (yet): the generic subject.
+    }
+    const listed = files.slice(0, 50).join('\n');
+    const more = files.length > 50 ? `\n… and ${files.length - 50} more` : '';
+    return `${subject}\n\nGrove ${turn} in ${slug} changed:\n${listed}${more}\n`;
+  }
+
+  /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). */
   private async checkpointNow(slug: string, message: string | undefined): Promise<CheckpointResponse> {
     const row = this.d.row(slug);
     if (row.state !== 'running' && row.state !== 'stopped') {
@@ -194,7 +248,7 @@ export class GitFlow {
       throw new GroveError('invalid_state', `workspace "${slug}" has no worktree; start it (POST /api/workspaces/${slug}/start) to bring it back`, { details: { slug } });
     }
     const config = await this.d.config(row.project);
-    const who = config.git ?? DEFAULT_GIT_IDENTITY;
+    const who = config.git ?? DEFAULT_GIT_SETTINGS;
     const repo = this.d.paths.repo(row.project);
     const cp = await this.d.withLock(row.project, () =>
       checkpointWorktree(repo, {

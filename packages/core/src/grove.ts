@@ -169,6 +169,7 @@ class GroveImpl implements Grove {
       emit: (slug, type, data) => void this.emit(slug, type, data),
       live: (slug) => this.store.live(slug),
       owner,
+      afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
     });
     this.host = new HostServices({
       logger: opts.logger,
