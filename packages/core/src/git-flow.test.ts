@@ -309,6 +309,30 @@ describe('publish', () => {
     expect(logs.join('')).not.toContain(TOKEN);
   });
 
+  it('pushes over http with the token only in the Authorization header of that push', async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: forge.gitUrl, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# over http\n');
+    const out = await g.publish('demo~pr');
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(out.pushed.commit);
+    const auth = `Basic ${Buffer.from(`grove:${TOKEN}`).toString('base64')}`;
+    expect(forge.requests.some((r) => r.includes('git-receive-pack') && r.endsWith(auth))).toBe(true);
+    // Reads (clone, fetch) never carried it.
+    expect(forge.requests.filter((r) => r.includes('git-upload-pack')).every((r) => !r.includes(auth))).toBe(true);
+    const repo = join(home, 'repos', 'demo');
+    expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(TOKEN);
+    expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(Buffer.from(`grove:${TOKEN}`).toString('base64'));
+    expect(logs.join('')).not.toContain(TOKEN);
+
+    // Without the token the same push is refused by the remote and explained.
+    const g2 = await open({ forgeToken: 'not-the-token' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# again\n');
+    await expect(g2.publish('demo~pr')).rejects.toMatchObject({ code: 'remote_failed', details: { reason: 'auth' } });
+  });
+
   it('explains a push rejected as non-fast-forward and records it; nothing on the remote is overwritten', async () => {
     const g = await publishable();
     await g.publish('demo~pr');

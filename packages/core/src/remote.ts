@@ -146,6 +146,21 @@ export async function originUrl(repo: string): Promise<string | null> {
   }
 }
 
+/**
+ * An HTTP header for this one git process, as GIT_CONFIG_* variables (in no config file, argv or URL), with
+ * redirects off so the header never follows a redirect to another host.
+ */
+function headerEnv(header: string | undefined): Record<string, string> {
+  if (!header) return {};
+  return {
+    GIT_CONFIG_COUNT: '2',
+    GIT_CONFIG_KEY_0: 'http.extraHeader',
+    GIT_CONFIG_VALUE_0: header,
+    GIT_CONFIG_KEY_1: 'http.followRedirects',
+    GIT_CONFIG_VALUE_1: 'false',
+  };
+}
+
 export interface PushResult {
   /** The push created the branch on the remote (it did not exist there). */
   created: boolean;
@@ -158,8 +173,7 @@ export interface PushResult {
  * http(s) remotes, passed through GIT_CONFIG_* variables so it is in no config file, argv or URL.
  */
 export async function pushBranch(repo: string, branch: string, opts: { header?: string; redact?: string[] } = {}): Promise<PushResult> {
-  const env: Record<string, string> = { GIT_DIR: repo };
-  if (opts.header) Object.assign(env, { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'http.extraHeader', GIT_CONFIG_VALUE_0: opts.header });
+  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
   const ref = `refs/heads/${branch}`;
   const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 300_000 });
   // Porcelain lines: "<flag>\t<from>:<to>\t<summary>"; * new ref, = up to date, space fast-forward.
@@ -172,8 +186,7 @@ export async function pushBranch(repo: string, branch: string, opts: { header?: 
  * and nothing anyone pushed since.
  */
 export async function deleteRemoteBranch(repo: string, branch: string, commit: string, opts: { header?: string; redact?: string[] } = {}): Promise<void> {
-  const env: Record<string, string> = { GIT_DIR: repo };
-  if (opts.header) Object.assign(env, { GIT_CONFIG_COUNT: '1', GIT_CONFIG_KEY_0: 'http.extraHeader', GIT_CONFIG_VALUE_0: opts.header });
+  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
   const ref = `refs/heads/${branch}`;
   await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 120_000 });
 }

@@ -1,6 +1,7 @@
 // Test helper: a small Gitea on 127.0.0.1 — the pull-request endpoints the forge adapter uses, backed by a
 // real bare repository (a pull request can only be opened for a head branch that exists there).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
+import { basename, dirname } from 'node:path';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 
@@ -17,6 +18,8 @@ export interface TestPull {
 export interface TestForge {
   baseUrl: string;
   pulls: TestPull[];
+  /** The bare repository over smart HTTP (git http-backend): reads are anonymous, pushes need the token. */
+  gitUrl: string;
   /** Every request as "<METHOD> <path> <authorization header>". */
   requests: string[];
   /** Answer every request with this status instead (simulates a broken forge). */
@@ -56,6 +59,7 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
   };
   const forge: TestForge = {
     baseUrl: '',
+    gitUrl: '',
     pulls: [],
     requests: [],
     failWith: null,
@@ -83,10 +87,54 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
     base: { ref: p.base },
     title: p.title,
   });
+  const gitPrefix = `/${o.owner}/${o.repo}.git`;
+  const basic = `Basic ${Buffer.from(`grove:${o.token}`).toString('base64')}`;
+  // Smart HTTP through git http-backend (CGI): the way a forge serves its repositories.
+  const gitHttp = async (req: IncomingMessage, res: ServerResponse, rest: string): Promise<void> => {
+    const [pathPart = '', query = ''] = rest.split('?');
+    const pushing = pathPart.endsWith('/git-receive-pack') || query.includes('service=git-receive-pack');
+    if (pushing && req.headers.authorization !== basic) {
+      res.writeHead(401, { 'www-authenticate': 'Basic realm="test forge"' });
+      res.end('authentication required');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const child = spawn('git', ['-c', 'safe.directory=*', 'http-backend'], {
+      env: {
+        PATH: '/usr/local/bin:/usr/bin:/bin',
+        GIT_PROJECT_ROOT: dirname(o.bare),
+        GIT_HTTP_EXPORT_ALL: '1',
+        PATH_INFO: `/${basename(o.bare)}${pathPart}`,
+        QUERY_STRING: query,
+        REQUEST_METHOD: req.method ?? 'GET',
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        ...(pushing ? { REMOTE_USER: 'grove' } : {}),
+      },
+    });
+    child.stdin.end(Buffer.concat(chunks));
+    const out: Buffer[] = [];
+    for await (const c of child.stdout) out.push(c as Buffer);
+    const all = Buffer.concat(out);
+    const split = all.indexOf('\r\n\r\n');
+    const head = all.subarray(0, split).toString('utf8');
+    let status = 200;
+    const headers: Record<string, string> = {};
+    for (const line of head.split('\r\n')) {
+      const i = line.indexOf(':');
+      const k = line.slice(0, i).trim();
+      const v = line.slice(i + 1).trim();
+      if (k.toLowerCase() === 'status') status = Number.parseInt(v, 10);
+      else if (k) headers[k] = v;
+    }
+    res.writeHead(status, headers);
+    res.end(all.subarray(split + 4));
+  };
   const server: Server = createServer((req, res) => {
     void (async () => {
       const url = req.url ?? '/';
       forge.requests.push(`${req.method} ${url} ${req.headers.authorization ?? ''}`);
+      if (url.startsWith(gitPrefix)) return gitHttp(req, res, url.slice(gitPrefix.length));
       if (forge.failWith) return send(res, forge.failWith, { message: 'the test forge is failing on purpose' });
       if (req.headers.authorization !== `token ${o.token}`) return send(res, 401, { message: 'token is required' });
       if (req.method === 'POST' && url === prefix) {
@@ -107,6 +155,7 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const addr = server.address();
   forge.baseUrl = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  forge.gitUrl = `${forge.baseUrl}${gitPrefix}`;
   forge.close = () => new Promise((r) => server.close(() => r()));
   return forge;
 }
