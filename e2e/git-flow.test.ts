@@ -1,13 +1,13 @@
 // Merge-back against the real stack (docs/git-flow.md): a project from a file:// remote through the API, a real
 // sandbox writing files, a host checkpoint the sandbox's git agrees with, the diff, and publish to a test Gitea
-// on loopback, with the forge token in no log line, event, config or sandbox.
+// on loopback, with the forge token in no log line, event, config or sandbox; merged there, the watcher cleans up.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckpointResponse, DiffResponse, GroveEvent, Project, PublishResponse, Workspace } from '@grove/contracts';
 import { startTestForge } from '../packages/core/src/test-support/test-forge.ts';
 import type { TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { cleanup, containerOf, dockerExec, git, makeHome, startServer, type RunningServer } from './harness.ts';
+import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitFor, type RunningServer } from './harness.ts';
 
 const FORGE_TOKEN = 'e2e-forge-token-7c41d0b2-keep-out';
 const home = makeHome('gitflow');
@@ -24,7 +24,7 @@ beforeAll(async () => {
   git(src, '-c', 'user.name=T', '-c', 'user.email=t@example.test', 'commit', '-q', '-m', 'first');
   git(home, 'clone', '-q', '--bare', src, upstream);
   forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
-  s = await startServer({ home: path.join(home, 'grove'), env: { GROVE_DEMO: '0', GROVE_FORGE_TOKEN: FORGE_TOKEN } });
+  s = await startServer({ home: path.join(home, 'grove'), env: { GROVE_DEMO: '0', GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_WATCH_INTERVAL_MS: '500' } });
 });
 
 afterAll(async () => {
@@ -35,7 +35,7 @@ afterAll(async () => {
 });
 
 describe('git flow', () => {
-  it('project from a file:// URL → fork → sandbox edits → checkpoint → diff → publish; the token stays in the server', async () => {
+  it('project from a file:// URL → fork → sandbox edits → checkpoint → diff → publish → merged → cleaned up; the token stays in the server', async () => {
     const added = await s.api<{ project: Project }>('POST', '/api/projects', { name: 'app', source: `file://${upstream}` });
     expect(added.status).toBe(201);
     expect(added.body.project).toMatchObject({ name: 'app', defaultBranch: 'main' });
@@ -77,5 +77,18 @@ describe('git flow', () => {
     expect(fs.readFileSync(path.join(home, 'grove', 'repos', 'app', 'config'), 'utf8')).not.toContain(FORGE_TOKEN);
     const env = dockerExec(container, ['sh', '-c', 'cat /proc/*/environ 2>/dev/null | tr "\\0" "\\n"']);
     expect(env.out).not.toContain(FORGE_TOKEN);
+
+    // Merged on the forge: the watcher tears the workspace down and keeps its branch.
+    forge.merge(1);
+    const gone = await waitFor('app~feat cleaned up', async () => {
+      const r = await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/app~feat');
+      return r.body.workspace.state === 'gone' ? r.body.workspace : undefined;
+    });
+    expect(gone.pullRequest?.state).toBe('merged');
+    expect(containerOf(s.instance, 'app~feat')).toBeUndefined();
+    expect(fs.existsSync(path.join(home, 'grove', 'worktrees', 'app', 'feat'))).toBe(false);
+    expect(git(path.join(home, 'grove', 'repos', 'app'), 'rev-parse', 'grove/feat')).toBe(cp.body.commit);
+    const after = (await s.api<{ events: GroveEvent[] }>('GET', '/api/events?slug=app~feat&limit=1000')).body.events.map((e) => e.type);
+    expect(after).toEqual(expect.arrayContaining(['workspace.pr_state', 'workspace.cleaned']));
   });
 });
