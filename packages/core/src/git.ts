@@ -389,6 +389,13 @@ export async function checkpointWorktree(
   o: { worktree: string; branch: string; message: string; identity: CommitIdentity; owner?: { uid: number; gid: number } | null },
 ): Promise<Checkpoint> {
   const admin = await worktreeAdminDir(repo, o.worktree);
+  // The .git file is writable from the sandbox: it could name another workspace's admin dir, whose index we
+  // would then replace. That admin dir's gitdir (host-written, not writable from here) links back to its own
+  // worktree, so it must name ours.
+  const backLink = (await readFile(join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
+  if (!backLink || (await canonical(backLink)) !== (await canonical(resolve(o.worktree, '.git')))) {
+    throw new GroveError('git_failed', `${o.worktree}/.git does not name its own admin dir; stop and start the workspace to repair it`);
+  }
   const staged = join(admin, `index.grove-${randomBytes(4).toString('hex')}`);
   try {
     const ref = `refs/heads/${o.branch}`;
