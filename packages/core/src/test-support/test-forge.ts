@@ -100,18 +100,18 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
     }
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
-    const child = spawn('git', ['-c', 'safe.directory=*', 'http-backend'], {
-      env: {
-        PATH: '/usr/local/bin:/usr/bin:/bin',
-        GIT_PROJECT_ROOT: dirname(o.bare),
-        GIT_HTTP_EXPORT_ALL: '1',
-        PATH_INFO: `/${basename(o.bare)}${pathPart}`,
-        QUERY_STRING: query,
-        REQUEST_METHOD: req.method ?? 'GET',
-        CONTENT_TYPE: req.headers['content-type'] ?? '',
-        ...(pushing ? { REMOTE_USER: 'grove' } : {}),
-      },
-    });
+    const env: Record<string, string> = {
+      PATH: '/usr/local/bin:/usr/bin:/bin',
+      GIT_PROJECT_ROOT: dirname(o.bare),
+      GIT_HTTP_EXPORT_ALL: '1',
+      PATH_INFO: `/${basename(o.bare)}${pathPart}`,
+      QUERY_STRING: query,
+      REQUEST_METHOD: req.method ?? 'GET',
+      CONTENT_TYPE: req.headers['content-type'] ?? '',
+      ...(pushing ? { REMOTE_USER: 'grove' } : {}),
+    };
+    // Exactly these variables (Next's types, in the root typecheck, make NODE_ENV required on ProcessEnv).
+    const child = spawn('git', ['-c', 'safe.directory=*', 'http-backend'], { env: env as NodeJS.ProcessEnv, stdio: ['pipe', 'pipe', 'ignore'] });
     child.stdin.end(Buffer.concat(chunks));
     const out: Buffer[] = [];
     for await (const c of child.stdout) out.push(c as Buffer);
