@@ -322,7 +322,9 @@ export class GitFlow {
       if (ahead === 0) {
         throw new GroveError('invalid_state', `nothing to publish: ${row.branch} has no commits beyond ${project.defaultBranch}`, { details: { slug, branch: row.branch } });
       }
-      const auth = { header: forge.gitAuthHeader(origin) ?? undefined, redact: [this.d.forgeToken ?? ''] };
+      const header = forge.gitAuthHeader(origin) ?? undefined;
+      // The header carries the token base64-encoded: both forms are blanked out of anything git says.
+      const auth = { header, redact: [this.d.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])] };
       let pushed: PushResult;
       try {
         pushed = await pushBranch(repo, row.branch, auth);
