@@ -26,8 +26,9 @@ import {
   type WorkspaceResponse,
 } from '@grove/contracts';
 import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
-import { turnNumberSchema } from '@grove/contracts';
+import { addProjectRequestSchema, checkpointRequestSchema, diffQuerySchema, publishRequestSchema, turnNumberSchema } from '@grove/contracts';
 import type { ProjectConfigResponse, TeardownPreview, TurnDiffResponse, TurnsResponse, UndoResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
 import { z } from 'zod';
 import { errorPayload } from './errors.ts';
 
@@ -45,7 +46,7 @@ async function readJson(c: Context): Promise<unknown> {
   }
 }
 
-/** A body that may be absent (no bytes): {} then; otherwise it must be JSON like any other. */
+/** A body that may be left out entirely (POST start, checkpoint, publish): absent means {}; otherwise it must be JSON. */
 async function readOptionalJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (!text.trim()) return {};
@@ -108,6 +109,15 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.notFound((c) => c.json({ code: 'not_found', message: `no API route ${c.req.method} ${c.req.path}` }, 404));
 
   app.get('/api/projects', async (c) => c.json({ projects: await grove.listProjects() }));
+
+  // A project from a repository: cloned bare under GROVE_HOME (hardened; docs/git-flow.md). No workspace is started.
+  app.post('/api/projects', async (c) => {
+    const body = await readJson(c);
+    const nameIssue = addProjectRequestSchema.safeParse(body).error?.issues.some((i) => String(i.path[0]) === 'name') ?? false;
+    const req = parseOrThrow(addProjectRequestSchema, body, { what: 'project request', code: nameIssue ? 'invalid_name' : 'invalid_input' });
+    const project = await grove.addProject({ name: req.name, source: req.source, createDefault: false, failIfExists: true });
+    return c.json({ project } satisfies { project: Project }, 201);
+  });
 
   // A project's agent and allowed paths (docs/agents.md). PUT validates and applies to containers created afterwards.
   app.get('/api/projects/:project/config', async (c) => c.json({ config: await grove.projectConfig(projectParam(c)) } satisfies ProjectConfigResponse));
@@ -185,6 +195,23 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const slug = slugParam(c);
     const n = parseOrThrow(turnNumberSchema, c.req.param('n'), { what: 'turn number' });
     return c.json((await grove.turnDiff(slug, n)) satisfies TurnDiffResponse);
+  });
+
+  // Merge-back (docs/git-flow.md): commit the worktree on the branch from the host, the diff against the fork
+  // point, and publish (checkpoint, push, pull request). The diff works whether the sandbox runs or not.
+  app.post('/api/workspaces/:slug/checkpoint', async (c) => {
+    const slug = slugParam(c);
+    const req = parseOrThrow(checkpointRequestSchema, await readOptionalJson(c), { what: 'checkpoint request' });
+    return c.json((await grove.checkpoint(slug, req)) satisfies CheckpointResponse);
+  });
+  app.get('/api/workspaces/:slug/diff', async (c) => {
+    const q = parseOrThrow(diffQuerySchema, c.req.query(), { what: 'query' });
+    return c.json((await grove.diff(slugParam(c), { maxBytes: q.maxBytes })) satisfies DiffResponse);
+  });
+  app.post('/api/workspaces/:slug/publish', async (c) => {
+    const slug = slugParam(c);
+    const req = parseOrThrow(publishRequestSchema, await readOptionalJson(c), { what: 'publish request' });
+    return c.json((await grove.publish(slug, req)) satisfies PublishResponse);
   });
 
   app.get('/api/events', async (c) => {

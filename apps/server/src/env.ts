@@ -65,6 +65,14 @@ export const envSchema = z.object({
    * the host (docs/agents.md); no sandbox ever sees it. Unset: agents' calls answer 503 with a hint.
    */
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  /**
+   * The forge token publish uses to open pull requests (docs/git-flow.md). It stays in this process: sent only
+   * in the Authorization header of forge API calls (and of git over https to the forge's own host), never
+   * written to a config, remote URL, log or thread. Unset: publish answers not_configured.
+   */
+  GROVE_FORGE_TOKEN: z.string().min(1).optional(),
+  /** How often every project is fetched and published workspaces' pull requests are checked; 0: never. */
+  GROVE_WATCH_INTERVAL_MS: z.coerce.number().int().min(0).default(5 * 60_000),
   /** Where the relay sends agents' API calls. Plain HTTP only to a loopback address (a local test server). */
   GROVE_ANTHROPIC_UPSTREAM: z
     .url({ protocol: /^https?$/, error: 'GROVE_ANTHROPIC_UPSTREAM must be an http(s) URL' })

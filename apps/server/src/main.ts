@@ -47,6 +47,8 @@ async function main(): Promise<void> {
     healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
     idleStopMs: env.GROVE_IDLE_STOP,
     providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
+    forgeToken: env.GROVE_FORGE_TOKEN ?? null,
+    watchIntervalMs: env.GROVE_WATCH_INTERVAL_MS,
   });
   if (dockerUp) await grove.reconcile();
   else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });

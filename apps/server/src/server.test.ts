@@ -34,7 +34,15 @@ const history: GroveEvent[] = [
 
 const grove: Grove = {
   reconcile: async () => {},
-  addProject: async () => {},
+  addProject: async (o) => ({ name: o.name, defaultBranch: 'main', createdAt: new Date().toISOString() }),
+  checkpoint: async () => ({ commit: null, branch: 'grove/x', files: [] }), // git-flow routes: git-flow-api.test.ts
+  diff: async () => {
+    throw new GroveError('not_found', 'no diff here');
+  },
+  publish: async () => {
+    throw new GroveError('not_configured', 'no forge');
+  },
+  watchPullRequests: async () => ({ fetched: [], fetchFailed: [], changed: [] }),
   listProjects: async () => [{ name: 'demo', defaultBranch: 'main', createdAt: new Date().toISOString() }],
   list: async () => ({ workspaces: [...registry.values()], capacity: { running: 1, creating: 0, cap: 2, queued: 0 } }),
   capacity: async () => ({ running: 1, creating: 0, cap: 2, queued: 0 }),

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { egressPolicySchema } from './egress.ts';
+import { forgeConfigSchema, gitSettingsSchema } from './git-flow.ts';
 
 /**
  * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
@@ -125,6 +126,15 @@ export const projectConfigSchema = z
      * the credential relay, never through the gate.
      */
     egress: egressPolicySchema.optional(),
+    /** Author and committer of host checkpoints (default Grove <grove@localhost>), checkpoints after turns (docs/git-flow.md). */
+    git: gitSettingsSchema.optional(),
+    /** Where publish opens pull requests; absent: publish is refused with a hint. No token here, ever. */
+    forge: forgeConfigSchema.optional(),
+    /**
+     * Keep a workspace (container, worktree) when its pull request is merged or closed; default false: the
+     * pull-request watcher tears it down (the branch is kept) and records workspace.cleaned.
+     */
+    keepCheckoutOnClose: z.boolean().optional(),
   })
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;

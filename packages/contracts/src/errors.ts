@@ -28,6 +28,16 @@ export const ERROR_STATUS = {
   egress_limit: 429,
   /** The egress gate allowed a connection but could not resolve or reach the upstream. */
   egress_upstream: 502,
+  /** POST /api/projects with a name that is already registered. */
+  project_exists: 409,
+  /** A git remote (clone source, origin) could not be reached or refused our credentials; details.reason says which. */
+  remote_failed: 502,
+  /** The remote refused the push itself (non-fast-forward, protected branch); details.reason says which. */
+  push_rejected: 409,
+  /** The forge's REST API could not be reached or answered an error. */
+  forge_failed: 502,
+  /** An action needs configuration the server or project does not have (forge, token, remote). */
+  not_configured: 409,
   internal: 500,
 } as const;
 

@@ -7,3 +7,4 @@ export * from './egress.ts';
 export * from './agent.ts';
 export * from './turns.ts';
 export * from './teardown.ts';
+export * from './git-flow.ts';

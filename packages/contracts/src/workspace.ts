@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { RECOVERY_REF_PATTERN, projectNameSchema, workspaceNameSchema, slugSchema } from './names.ts';
+import { pullRequestSchema } from './git-flow.ts';
 
 /** `queued`: waiting in line for a sandbox slot (it holds its slug, not a slot); see DESIGN.md section 3. */
 export const workspaceStateSchema = z.enum(['queued', 'creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
@@ -20,6 +21,8 @@ export const workspaceSchema = z.object({
   lastActivityAt: z.string().nullable(),
   /** 1-based place in the line for a sandbox slot while queued; null in every other state. */
   queuePosition: z.number().int().positive().nullable(),
+  /** The pull request publish opened for this workspace's branch (docs/git-flow.md); null or absent: none. */
+  pullRequest: pullRequestSchema.nullable().optional(),
 });
 export type Workspace = z.infer<typeof workspaceSchema>;
 
@@ -71,6 +74,20 @@ export const eventTypeSchema = z.enum([
   'egress.allowed',
   /** The workspace's egress policy was changed through the API. */
   'egress.policy',
+  /** The host committed the worktree onto the workspace's branch (docs/git-flow.md). */
+  'workspace.checkpoint',
+  /** Publish pushed the branch to the project's remote. */
+  'workspace.pushed',
+  /** Publish opened (or found) the workspace's pull request. */
+  'workspace.published',
+  /** Publish stopped part way; data says at which step, why, and what was undone. */
+  'publish.failed',
+  /** The primary clone could not be fetched before a fork; the fork went on from what was there. */
+  'project.fetch_failed',
+  /** A project was registered from a repository. */
+  'project.added',
+  /** The pull-request watcher saw the workspace's pull request change state; data says whether it cleans up. */
+  'workspace.pr_state',
 ]);
 export type EventType = z.infer<typeof eventTypeSchema>;
 

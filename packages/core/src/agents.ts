@@ -59,6 +59,8 @@ export interface TurnGuardDeps {
   live(slug: string): WorkspaceRow | undefined;
   /** Owner for files the host writes into worktrees (null when the host cannot chown). */
   owner: { uid: number; gid: number } | null;
+  /** After a turn that changed files was snapshotted (the checkpoint after a turn, docs/git-flow.md). Never throws. */
+  afterSnapshot?(slug: string, turn: string, files: string[]): Promise<void>;
 }
 
 const TURN_ID = /^turn-([1-9][0-9]{0,8})$/;
@@ -106,6 +108,7 @@ export class TurnGuard {
       events.push({ type: 'snapshot', ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files });
       this.deps.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
     }
+    if (snapshot) await this.deps.afterSnapshot?.(slug, req.turn, snapshot.files);
     this.deps.log.debug({ slug, turn: req.turn, status: req.status, reverted: reverted.length, snapshot: snapshot?.ref ?? null, ms: Date.now() - t0 }, 'after-turn checks');
     return { events };
   }

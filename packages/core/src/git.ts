@@ -1,6 +1,7 @@
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, realpath, rm } from 'node:fs/promises';
+import { constants as fsConstants, existsSync } from 'node:fs';
+import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { GroveError, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
@@ -255,18 +256,65 @@ function gitWith(repo: string, vars: Record<string, string>): SimpleGit {
  * writable from the sandbox, and host git must never follow a gitdir or a config an agent planted there
  * (core.fsmonitor, for one, runs a command).
  */
-export async function snapshotTree(repo: string, worktree: string, parent: string | null): Promise<string> {
+export async function snapshotTree(repo: string, worktree: string, parent: string | null, opts: { indexOut?: string } = {}): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'grove-snapshot-'));
   try {
     const g = gitWith(repo, { GIT_DIR: repo, GIT_WORK_TREE: worktree, GIT_INDEX_FILE: join(dir, 'index') });
     await g.raw(parent ? ['read-tree', parent] : ['read-tree', '--empty']);
     await g.raw(['add', '--all']);
-    return (await g.raw(['write-tree'])).trim();
+    const tree = (await g.raw(['write-tree'])).trim();
+    // The index itself, with the stat data of every file it just hashed: a checkpoint installs it as the
+    // worktree's own, so `git status` in the sandbox is clean afterwards without re-reading anything there.
+    if (opts.indexOut) await copyFile(join(dir, 'index'), opts.indexOut, fsConstants.COPYFILE_EXCL);
+    return tree;
   } catch (e) {
     throw gitFailed(`saving the uncommitted work in ${worktree}`, e);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+export interface WorktreeSnapshot {
+  /** The commit parent resolved to; null when there is none. */
+  tip: string | null;
+  /** The worktree's content as a tree (see snapshotTree). */
+  tree: string;
+  /** The tree is exactly tip's (or empty without a tip): nothing to save or commit. */
+  unchanged: boolean;
+}
+
+/**
+ * Step one of turning a worktree into a commit, shared by the teardown recovery refs and checkpoints: resolve
+ * the parent, snapshot the worktree through a throwaway index, and say whether anything changed.
+ */
+export async function snapshotWorktree(repo: string, o: { worktree: string; parent: string | null; indexOut?: string }): Promise<WorktreeSnapshot> {
+  const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
+  const tree = await snapshotTree(repo, o.worktree, tip, { indexOut: o.indexOut });
+  const unchanged = tip ? (await commitInfo(repo, tip)).tree === tree : (await raw(repo, ['ls-tree', tree], 'reading the saved tree')).trim() === '';
+  return { tip, tree, unchanged };
+}
+
+export interface CommitIdentity {
+  name: string;
+  email: string;
+}
+
+/** Step two: a commit of tree on parent with this identity as author and committer; moves no ref. */
+export async function writeCommit(repo: string, o: { tree: string; parent: string | null; message: string; identity?: CommitIdentity; what: string }): Promise<string> {
+  const who = o.identity ?? IDENTITY;
+  const vars = { GIT_AUTHOR_NAME: who.name, GIT_AUTHOR_EMAIL: who.email, GIT_COMMITTER_NAME: who.name, GIT_COMMITTER_EMAIL: who.email };
+  try {
+    return (await gitWith(repo, vars).raw(['commit-tree', o.tree, ...(o.parent ? ['-p', o.parent] : []), '-m', o.message])).trim();
+  } catch (e) {
+    throw gitFailed(o.what, e);
+  }
+}
+
+/** Paths that differ between two trees (or a tree and the empty tree). */
+export async function changedPaths(repo: string, from: string | null, to: string): Promise<string[]> {
+  const base = from ?? (await raw(repo, ['hash-object', '-t', 'tree', '/dev/null'], 'naming the empty tree')).trim();
+  const out = await raw(repo, ['diff-tree', '-r', '--no-renames', '--name-only', '-z', base, to], 'listing changed paths');
+  return out.split('\0').filter(Boolean);
 }
 
 /** Tree and parents of a commit. */
@@ -310,22 +358,14 @@ export interface SavedWork {
  */
 export async function saveWork(repo: string, o: { slug: string; worktree: string; parent: string | null; message: string }): Promise<SavedWork | null> {
   if (!existsSync(o.worktree)) return null;
-  const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
-  const tree = await snapshotTree(repo, o.worktree, tip);
-  if (tip && (await commitInfo(repo, tip)).tree === tree) return null;
-  if (!tip && (await raw(repo, ['ls-tree', tree], 'reading the saved tree')).trim() === '') return null;
+  const { tip, tree, unchanged } = await snapshotWorktree(repo, { worktree: o.worktree, parent: o.parent });
+  if (unchanged) return null;
   const last = (await listRecoveryRefs(repo, o.slug)).at(-1);
   if (last) {
     const info = await commitInfo(repo, last.commit);
     if (info.tree === tree && (info.parents[0] ?? null) === tip) return { ref: last.ref, commit: last.commit, reused: true };
   }
-  const who = { GIT_AUTHOR_NAME: IDENTITY.name, GIT_AUTHOR_EMAIL: IDENTITY.email, GIT_COMMITTER_NAME: IDENTITY.name, GIT_COMMITTER_EMAIL: IDENTITY.email };
-  let commit: string;
-  try {
-    commit = (await gitWith(repo, who).raw(['commit-tree', tree, ...(tip ? ['-p', tip] : []), '-m', o.message])).trim();
-  } catch (e) {
-    throw gitFailed(`committing the saved work of ${o.slug}`, e);
-  }
+  const commit = await writeCommit(repo, { tree, parent: tip, message: o.message, what: `committing the saved work of ${o.slug}` });
   const ref = recoveryRef(o.slug, (last?.n ?? 0) + 1);
   // An all-zero old value means "create only": a recovery ref is never overwritten.
   await raw(repo, ['update-ref', '-m', 'grove: save work', ref, commit, '0'.repeat(commit.length)], `writing ${ref}`);
@@ -374,4 +414,135 @@ export async function pendingWork(repo: string, o: { slug: string; worktree: str
     if (info.tree === tree && (info.parents[0] ?? null) === tip) return { files, total, ref: last.ref };
   }
   return { files, total, ref: recoveryRef(o.slug, (last?.n ?? 0) + 1) };
+}
+
+export interface Checkpoint {
+  /** The branch's new tip; null when the worktree held nothing beyond it (the branch did not move). */
+  commit: string | null;
+  files: string[];
+}
+
+/**
+ * Commit the worktree's content (tracked changes, staged or not, and untracked files that are not ignored) onto
+ * its branch, from the host, and make the result the worktree's index so the branch, the index and the files
+ * agree. The branch moves only if it still points where it did (update-ref with the old value). Call under
+ * the repository lock.
+ */
+export async function checkpointWorktree(
+  repo: string,
+  o: { worktree: string; branch: string; message: string; identity: CommitIdentity; owner?: { uid: number; gid: number } | null },
+): Promise<Checkpoint> {
+  const admin = await worktreeAdminDir(repo, o.worktree);
+  // The .git file is writable from the sandbox: it could name another workspace's admin dir, whose index we
+  // would then replace. That admin dir's gitdir (host-written, not writable from here) links back to its own
+  // worktree, so it must name ours.
+  const backLink = (await readFile(join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
+  if (!backLink || (await canonical(backLink)) !== (await canonical(resolve(o.worktree, '.git')))) {
+    throw new GroveError('git_failed', `${o.worktree}/.git does not name its own admin dir; stop and start the workspace to repair it`);
+  }
+  const staged = join(admin, `index.grove-${randomBytes(4).toString('hex')}`);
+  try {
+    const ref = `refs/heads/${o.branch}`;
+    const snap = await snapshotWorktree(repo, { worktree: o.worktree, parent: ref, indexOut: staged });
+    if (!snap.tip) throw new GroveError('git_failed', `branch ${o.branch} does not exist`);
+    if (snap.unchanged) return { commit: null, files: [] };
+    const commit = await writeCommit(repo, { tree: snap.tree, parent: snap.tip, message: o.message, identity: o.identity, what: `committing a checkpoint on ${o.branch}` });
+    await raw(repo, ['update-ref', '-m', 'grove: checkpoint', ref, commit, snap.tip], `moving ${o.branch} to the checkpoint`);
+    // rename replaces whatever is at index (a symlink an agent planted included) instead of writing through it.
+    if (o.owner) await chown(staged, o.owner.uid, o.owner.gid);
+    await rename(staged, join(admin, 'index'));
+    return { commit, files: await changedPaths(repo, snap.tip, snap.tree) };
+  } finally {
+    await rm(staged, { force: true });
+  }
+}
+
+// ---- diff and status against the default branch ----
+
+/** The merge-base of two commits (the fork point), or null when they share no history. */
+export async function mergeBase(repo: string, a: string, b: string): Promise<string | null> {
+  try {
+    const out = (await git(repo).raw(['merge-base', a, b])).trim();
+    return /^[0-9a-f]{40,64}$/.test(out) ? out : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Commits on head not on base (ahead) and on base not on head (behind). */
+export async function aheadBehind(repo: string, base: string, head: string): Promise<{ ahead: number; behind: number }> {
+  const out = (await raw(repo, ['rev-list', '--left-right', '--count', `${base}...${head}`, '--'], 'counting commits ahead and behind')).trim();
+  const [behind = 0, ahead = 0] = out.split(/\s+/).map((n) => Number.parseInt(n, 10));
+  return { ahead, behind };
+}
+
+export interface TreeDiffFile {
+  path: string;
+  status: 'A' | 'M' | 'D' | 'T';
+  additions: number | null;
+  deletions: number | null;
+}
+
+/** Per-file changes from a commit to a tree-ish, with line counts (null for binary files). */
+export async function diffFiles(repo: string, from: string, to: string): Promise<TreeDiffFile[]> {
+  const status = await raw(repo, ['diff-tree', '-r', '--no-renames', '--name-status', '-z', from, to], 'listing changed files');
+  const numstat = await raw(repo, ['diff-tree', '-r', '--no-renames', '--numstat', '-z', from, to], 'counting changed lines');
+  const counts = new Map<string, { additions: number | null; deletions: number | null }>();
+  for (const rec of numstat.split('\0')) {
+    const m = /^(\d+|-)\t(\d+|-)\t(.*)$/s.exec(rec);
+    if (!m?.[3]) continue;
+    counts.set(m[3], { additions: m[1] === '-' ? null : Number(m[1]), deletions: m[2] === '-' ? null : Number(m[2]) });
+  }
+  const parts = status.split('\0');
+  const files: TreeDiffFile[] = [];
+  for (let i = 0; i + 1 < parts.length; i += 2) {
+    const st = parts[i]?.[0];
+    const path = parts[i + 1];
+    if (!path || (st !== 'A' && st !== 'M' && st !== 'D' && st !== 'T')) continue;
+    files.push({ path, status: st, ...(counts.get(path) ?? { additions: null, deletions: null }) });
+  }
+  return files;
+}
+
+/** The unified diff from a commit to a tree-ish, cut at maxBytes: git is stopped once that much has arrived. */
+export function diffPatch(repo: string, from: string, to: string, maxBytes: number): Promise<{ patch: string; truncated: boolean }> {
+  return new Promise((resolvePromise, reject) => {
+    const env: Record<string, string> = { PATH: CHILD_PATH, GIT_DIR: repo, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
+    const child = spawn('git', ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', 'diff', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', from, to, '--'], {
+      cwd: repo,
+      env: env as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let truncated = false;
+    let stderr = '';
+    child.stdout.on('data', (b: Buffer) => {
+      if (truncated) return;
+      chunks.push(b);
+      size += b.length;
+      if (size > maxBytes) {
+        truncated = true;
+        child.kill('SIGTERM');
+      }
+    });
+    child.stderr.on('data', (b: Buffer) => {
+      stderr += b.toString('utf8');
+    });
+    child.on('error', (e) => reject(gitFailed('reading the diff', e)));
+    child.on('close', (code) => {
+      if (code !== 0 && !truncated) {
+        reject(new GroveError('git_failed', `reading the diff: ${stderr.trim() || `git exited with ${code}`}`));
+        return;
+      }
+      const all = Buffer.concat(chunks);
+      // Cut at the last whole line within the cap, so the patch never ends mid-character.
+      let end = Math.min(all.length, maxBytes);
+      if (truncated) {
+        const nl = all.lastIndexOf(0x0a, end - 1);
+        if (nl >= 0) end = nl + 1;
+      }
+      resolvePromise({ patch: all.subarray(0, end).toString('utf8'), truncated });
+    });
+  });
 }

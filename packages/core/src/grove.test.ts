@@ -105,7 +105,11 @@ describe('addProject', () => {
     const g = await open();
     await expect(g.addProject({ name: 'Demo', source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
     await expect(g.addProject({ name: 'demo', source: '--upload-pack=x' })).rejects.toMatchObject({ code: 'invalid_input' });
-    await expect(g.addProject({ name: 'demo', source: join(tmp, 'missing') })).rejects.toMatchObject({ code: 'git_failed' });
+    await expect(g.addProject({ name: 'demo', source: join(tmp, 'missing') })).rejects.toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringContaining('no git repository') as string,
+    });
+    await expect(g.addProject({ name: 'demo', source: 'ext::sh -c touch% /tmp/pwned' })).rejects.toMatchObject({ code: 'invalid_input' });
     expect(await g.listProjects()).toEqual([]);
   });
 });

@@ -14,11 +14,13 @@ import {
   restoreRequestSchema,
   workspaceNameSchema,
   egressPolicySchema,
+  projectSourceSchema,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -26,7 +28,6 @@ import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@gro
 import type { Logger } from 'pino';
 import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
 import {
-  cloneBare,
   defaultBranch as readDefaultBranch,
   commitsBeyond,
   deleteBranchIfEmpty,
@@ -43,6 +44,9 @@ import {
 } from './git.ts';
 import type { RecoveryRefEntry, SavedWork } from './git.ts';
 import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
+import { GitFlow } from './git-flow.ts';
+import type { WatchResult } from './git-flow.ts';
+import { cloneBareFrom } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
@@ -59,6 +63,8 @@ import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
 const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
 const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
+/** Scheduled fetch of every project and the pull-request watcher (docs/git-flow.md). */
+const DEFAULT_WATCH_INTERVAL_MS = 5 * 60_000;
 /** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
 const ACTIVITY_WRITE_MS = 5_000;
 const HEALTH_POLL_MS = 50;
@@ -117,14 +123,10 @@ function parseForkRequest(req: unknown): ForkRequest {
 }
 
 function validSource(source: unknown): string {
-  if (typeof source !== 'string' || source.length === 0 || source.length > 4096) {
-    throw new GroveError('invalid_input', 'invalid project source: expected a repository path or URL');
-  }
-  // eslint-disable-next-line no-control-regex
-  if (source.startsWith('-') || /[\x00-\x1f]/.test(source)) {
-    throw new GroveError('invalid_input', 'invalid project source: must not start with "-" or contain control characters');
-  }
-  return existsSync(source) ? resolve(source) : source;
+  // A relative path that exists is made absolute first; then the same rules as POST /api/projects
+  // (no leading "-", no control characters, only path, file, http(s) and ssh sources).
+  const s = typeof source === 'string' && !source.startsWith('-') && !source.includes('\0') && !source.includes('://') && existsSync(source) ? resolve(source) : source;
+  return parseOrThrow(projectSourceSchema, s, { what: 'project source' });
 }
 
 /** "exited with code 137 (out of memory)": how a dead sandbox ended, for reasons users read. */
@@ -151,6 +153,8 @@ class GroveImpl implements Grove {
   private unwatch: (() => void) | null = null;
   /** The egress gate of every workspace with a container, in this process. */
   private readonly gates: EgressGates;
+  /** Checkpoints, diff, fetch before fork and publish (docs/git-flow.md). */
+  private readonly flow: GitFlow;
   private closed = false;
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private sweeping = false;
@@ -175,6 +179,7 @@ class GroveImpl implements Grove {
       emit: (slug, type, data) => void this.emit(slug, type, data),
       live: (slug) => this.store.live(slug),
       owner,
+      afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
     });
     this.host = new HostServices({
       logger: opts.logger,
@@ -203,6 +208,28 @@ class GroveImpl implements Grove {
       // The sweep never keeps a process alive on its own; close() clears it.
       this.idleTimer.unref();
     }
+    this.flow = new GitFlow({
+      paths,
+      log: opts.logger,
+      withLock: (project, fn) => this.lock.withLock(project, fn),
+      withSlug: (slug, fn) => this.slugs.run(slug, fn),
+      emit: (slug, type, data) => void this.emit(slug, type, data),
+      config: (project) => readProjectConfig(paths.projectConfig(project)),
+      project: (name) => this.requireProject(name),
+      row: (slug, o) => {
+        if (!o?.gone) return this.requireLive(slug);
+        validSlug(slug);
+        const row = this.store.live(slug) ?? this.store.latest(slug);
+        if (!row) throw notFound(slug);
+        return row;
+      },
+      savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state }),
+      forgeToken: opts.forgeToken ?? null,
+      owner,
+      liveRows: () => this.store.rows({ states: LIVE_STATES }),
+      projects: () => this.store.projects(),
+      teardown: (slug) => this.teardown(slug),
+    });
   }
 
   // ---- queries ----
@@ -287,41 +314,68 @@ class GroveImpl implements Grove {
 
   // ---- projects ----
 
-  async addProject(o: AddProjectOptions): Promise<void> {
+  async addProject(o: AddProjectOptions): Promise<Project> {
     this.assertOpen();
     const name = validProject(o.name);
     const source = validSource(o.source);
+    if (o.failIfExists && this.store.project(name)) {
+      throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
+    }
     // Checked (and written, when given) before anything else: an unknown agent provider or a bad glob
     // is refused when the project is registered, not at its first turn.
     const configFile = this.paths.projectConfig(name);
+    const hadConfig = existsSync(configFile);
     if (o.config !== undefined) await writeProjectConfig(configFile, o.config);
     else await readProjectConfig(configFile);
     const repo = this.paths.repo(name);
-    const defaultBranch = await this.lock.withLock(name, async () => {
-      if (!(await isBareRepo(repo))) {
-        if (existsSync(repo)) {
-          this.log.warn({ project: name }, 'replacing a directory that is not a bare clone');
-          await rm(repo, { recursive: true, force: true });
+    let registered: { project: ProjectRow; existing: ProjectRow | undefined };
+    try {
+      registered = await this.lock.withLock(name, async () => {
+        const existing = this.store.project(name);
+        // Again under the lock: of two concurrent requests for one name, the second is refused.
+        if (o.failIfExists && existing) {
+          throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
         }
-        const t0 = Date.now();
-        await cloneBare(source, repo);
-        this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
-      }
-      return readDefaultBranch(repo);
-    });
-    const existing = this.store.project(name);
+        // A clone no project owns (left by a crash before registration) may be of another source: clone afresh.
+        if (!(await isBareRepo(repo)) || !existing) {
+          if (existsSync(repo)) {
+            this.log.warn({ project: name }, 'replacing a directory that is not the clone of a registered project');
+            await rm(repo, { recursive: true, force: true });
+          }
+          const t0 = Date.now();
+          await cloneBareFrom(source, repo);
+          this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
+        }
+        let defaultBranch: string;
+        try {
+          defaultBranch = await readDefaultBranch(repo);
+        } catch (e) {
+          // An empty repository cannot be forked from: refuse it and leave nothing behind.
+          if (!existing) await rm(repo, { recursive: true, force: true });
+          throw new GroveError('invalid_input', `${source} has no commits on its default branch; push a first commit, then add it`, { cause: e });
+        }
+        // Registered under the lock, so a concurrent add of the same name sees it.
+        return { project: this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() }), existing };
+      });
+    } catch (e) {
+      if (!hadConfig && o.config !== undefined && !this.store.project(name)) await rm(configFile, { force: true });
+      throw e;
+    }
+    const { project, existing } = registered;
     if (existing && existing.source !== source) {
       this.log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
     }
-    const project = this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() });
-    if (o.createDefault === false || this.store.live(name)) return;
+    if (!existing) this.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
+    const shape: Project = { name: project.name, defaultBranch: project.defaultBranch, createdAt: project.createdAt };
+    if (o.createDefault === false || this.store.live(name)) return shape;
     try {
       await this.create({ project, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: true });
     } catch (e) {
       // Created concurrently by another caller: that is the state we wanted.
-      if (isGroveError(e) && e.code === 'workspace_exists') return;
+      if (isGroveError(e) && e.code === 'workspace_exists') return shape;
       throw e;
     }
+    return shape;
   }
 
   private requireProject(name: string): ProjectRow {
@@ -433,6 +487,7 @@ class GroveImpl implements Grove {
       const repo = this.paths.repo(project);
       const path = this.paths.worktree(project, row.name);
       const wt = await this.lock.withLock(project, async () => {
+        await this.flow.fetchBeforeFork(project, slug);
         const baseCommit = await resolveCommit(repo, row.baseRef);
         if (!baseCommit) throw new StepFailure(`base "${row.baseRef}" is not a branch, tag or commit of project "${project}"`);
         undo.baseCommit = baseCommit;
@@ -868,6 +923,27 @@ class GroveImpl implements Grove {
     return this.fork({ project, name: req.name, from: pick.ref }, opts);
   }
 
+  // ---- git flow: checkpoints, diff, publish (docs/git-flow.md) ----
+
+  async checkpoint(slug: string, req: unknown = {}): Promise<CheckpointResponse> {
+    this.assertOpen();
+    return this.flow.checkpoint(slug, req);
+  }
+
+  async diff(slug: string, opts: { maxBytes?: number } = {}): Promise<DiffResponse> {
+    return this.flow.diff(slug, opts);
+  }
+
+  async publish(slug: string, req: unknown = {}): Promise<PublishResponse> {
+    this.assertOpen();
+    return this.flow.publish(slug, req);
+  }
+
+  async watchPullRequests(): Promise<WatchResult> {
+    this.assertOpen();
+    return this.flow.watch();
+  }
+
   // ---- agents: project config and undo ----
 
   async projectConfig(project: string): Promise<ProjectConfig> {
@@ -952,6 +1028,8 @@ class GroveImpl implements Grove {
     }
     await this.reconcileGates();
     await this.reconcileHostServices();
+    // From now on the server serves: fetch projects and follow published workspaces' pull requests.
+    this.flow.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
     // The line survives a restart (queued rows keep their queue_seq); slots freed while we were down go to it now.
     await this.promoteQueue();
@@ -1131,6 +1209,7 @@ class GroveImpl implements Grove {
     this.closed = true;
     this.unwatch?.();
     if (this.idleTimer) clearInterval(this.idleTimer);
+    this.flow.stopWatch();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));

@@ -36,6 +36,7 @@ export function toWorkspace(r: WorkspaceRow, queuePosition: number | null = null
     updatedAt: r.updatedAt,
     lastActivityAt: r.lastActivityAt,
     queuePosition: r.state === 'queued' ? queuePosition : null,
+    pullRequest: r.prUrl && r.prNumber && r.prState ? { url: r.prUrl, number: r.prNumber, state: r.prState } : null,
   };
 }
 

@@ -1,10 +1,12 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { EgressOptions } from './egress.ts';
+import type { WatchResult } from './git-flow.ts';
 
 export interface GroveOptions {
   /** State root (GROVE_HOME). Created if missing. */
@@ -34,6 +36,16 @@ export interface GroveOptions {
    * goes to the first in line. 0 or absent: never (GROVE_IDLE_STOP in the server, default 30 min).
    */
   idleStopMs?: number;
+  /**
+   * The forge API token publish uses (GROVE_FORGE_TOKEN): sent only in the Authorization header of forge API
+   * calls and of git over https to the forge's host; never written to a config, remote URL, log or thread.
+   */
+  forgeToken?: string | null;
+  /**
+   * How often, once reconcile() has run, every project is fetched and published workspaces' pull requests are
+   * checked (merged or closed → torn down unless keepCheckoutOnClose). Default 5 minutes; 0 turns it off.
+   */
+  watchIntervalMs?: number;
 }
 
 export interface AddProjectOptions {
@@ -44,12 +56,18 @@ export interface AddProjectOptions {
   createDefault?: boolean;
   /** Write this as the project's config (<home>/config/<name>.json; validated). Absent: the file there, if any, is validated. */
   config?: ProjectConfigInput;
+  /** Refuse (project_exists) when a project of this name is registered; default false (idempotent, as for the demo). */
+  failIfExists?: boolean;
 }
 
 export interface Grove {
   /** Reconcile containers, rows and locks with reality; call once at server start. */
   reconcile(): Promise<void>;
-  addProject(opts: AddProjectOptions): Promise<void>;
+  /**
+   * Clone source bare into <home>/repos/<name> (hardened: docs/git-flow.md), detect its default branch and
+   * register it. A failed clone leaves nothing behind.
+   */
+  addProject(opts: AddProjectOptions): Promise<Project>;
   listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>>;
   list(filter?: { project?: string; includeGone?: boolean }): Promise<{ workspaces: Workspace[]; capacity: Capacity }>;
   capacity(): Promise<Capacity>;
@@ -117,6 +135,21 @@ export interface Grove {
    * (409) when it is not running. Marks the workspace active.
    */
   socketFor(slug: string): Promise<string>;
+  /**
+   * Commit the worktree (changes, staged or not, untracked files that are not ignored) onto the workspace's
+   * branch from the host, as the project's git identity. commit null: nothing to commit (the branch did not move).
+   */
+  checkpoint(slug: string, req?: unknown): Promise<CheckpointResponse>;
+  /** The workspace against its fork point (merge-base with the default branch), with ahead/behind; no sandbox needed. */
+  diff(slug: string, opts?: { maxBytes?: number }): Promise<DiffResponse>;
+  /** Checkpoint, push the branch to origin and open its pull request on the project's forge. */
+  publish(slug: string, req?: unknown): Promise<PublishResponse>;
+  /**
+   * One pass of the scheduled work now: fetch every project, then the pull-request state of every published
+   * workspace (the forge's, else whether its branch is contained in the default branch); a merged or closed
+   * one is torn down unless the project sets keepCheckoutOnClose.
+   */
+  watchPullRequests(): Promise<WatchResult>;
   /** Release resources (db handle, timers). */
   close(): Promise<void>;
 }

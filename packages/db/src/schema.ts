@@ -46,6 +46,10 @@ export const workspaces = sqliteTable(
      * null means the project default. Kept on the host only: never in a directory a sandbox mounts.
      */
     egressPolicy: text('egress_policy', { mode: 'json' }).$type<{ rules: Array<{ host: string; ports: number[] }> }>(),
+    /** The pull request publish opened for the branch (docs/git-flow.md); all three null until then. */
+    prUrl: text('pr_url'),
+    prNumber: integer('pr_number'),
+    prState: text('pr_state').$type<'open' | 'closed' | 'merged'>(),
   },
   (t) => [
     // A live slug is unique (queued rows included: they hold their name while waiting for a slot); gone and

@@ -1,0 +1,180 @@
+import { z } from 'zod';
+import { projectNameSchema } from './names.ts';
+
+/**
+ * Merge-back through pull requests (docs/git-flow.md): projects from real repositories, host-side
+ * checkpoints, the diff against the fork point, and publishing a branch as a pull request.
+ */
+
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\x00-\x1f\x7f]/;
+const SCP_LIKE = /^[A-Za-z0-9._-]+@[A-Za-z0-9][A-Za-z0-9.-]*:[A-Za-z0-9._~/+][A-Za-z0-9._~/+-]*$/;
+
+/** Which kind of source a project was added from; decides how it is cloned and fetched. */
+export function sourceKind(source: string): 'path' | 'file' | 'https' | 'http' | 'ssh' | 'scp' | null {
+  if (source.startsWith('/')) return 'path';
+  if (SCP_LIKE.test(source)) return 'scp';
+  const m = /^([a-z][a-z0-9+.-]*):\/\//.exec(source);
+  if (!m) return null;
+  const scheme = m[1];
+  return scheme === 'file' || scheme === 'https' || scheme === 'http' || scheme === 'ssh' ? scheme : null;
+}
+
+/**
+ * A repository to clone: an absolute local path, a file://, https://, http:// or ssh:// URL, or scp-like
+ * user@host:path. Anything else (ext::, fd::, a relative path, a leading "-") is refused before git sees it.
+ */
+export const projectSourceSchema = z
+  .string({ error: 'source must be a string' })
+  .min(1, { error: 'source must not be empty' })
+  .max(4096, { error: 'source must be at most 4096 characters' })
+  .refine((s) => !s.startsWith('-'), { error: 'source must not start with "-"' })
+  .refine((s) => !CONTROL.test(s), { error: 'source must not contain control characters' })
+  .refine((s) => !s.includes('::'), { error: 'git transport helpers (<transport>::<address>) are not allowed' })
+  .refine((s) => sourceKind(s) !== null, {
+    error: 'source must be an absolute path, a file://, https://, http:// or ssh:// URL, or user@host:path',
+  })
+  // A password in a URL would be stored in the primary clone's config and in the registry.
+  .refine((s) => !/^[a-z]+:\/\/[^/@]*:[^/@]*@/.test(s), { error: 'source must not carry a password; use an ssh key or a credential-free URL' });
+
+/** POST /api/projects */
+export const addProjectRequestSchema = z
+  .object({
+    name: projectNameSchema,
+    source: projectSourceSchema,
+  })
+  .strict();
+export type AddProjectRequest = z.infer<typeof addProjectRequestSchema>;
+
+/** `git` in a project config: the identity of host checkpoints, and whether turns checkpoint by themselves. */
+export const gitSettingsSchema = z
+  .object({
+    authorName: z
+      .string()
+      .min(1)
+      .max(200)
+      .refine((s) => !CONTROL.test(s) && !/[<>]/.test(s), { error: 'authorName must not contain control characters, < or >' })
+      .default('Grove'),
+    authorEmail: z
+      .string()
+      .min(3)
+      .max(254)
+      .regex(/^[^\s<>@]+@[^\s<>@]+$/, { error: 'authorEmail must look like name@host' })
+      .default('grove@localhost'),
+    /**
+     * Checkpoint after every turn that changed files, with the turn's first message line as the commit
+     * subject. Default false: an undo after such a checkpoint leaves a revert to commit (docs/git-flow.md).
+     */
+    checkpointAfterTurn: z.boolean().default(false),
+  })
+  .strict();
+export type GitSettings = z.infer<typeof gitSettingsSchema>;
+export const DEFAULT_GIT_SETTINGS: GitSettings = { authorName: 'Grove', authorEmail: 'grove@localhost', checkpointAfterTurn: false };
+
+const forgeSegment = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9_.-]+$/, { error: 'owner and repo are letters, digits, _ . -' })
+  .refine((s) => s !== '.' && s !== '..', { error: 'owner and repo must not be . or ..' });
+
+/** Where pull requests are opened. The token is never here: it comes from the server's GROVE_FORGE_TOKEN. */
+export const forgeConfigSchema = z
+  .object({
+    kind: z.enum(['gitea', 'github']),
+    /** Gitea: the instance's root URL (the API is <baseUrl>/api/v1). GitHub: https://api.github.com (default) or an Enterprise API root. */
+    baseUrl: z
+      .url({ protocol: /^https?$/, error: 'baseUrl must be an http(s) URL' })
+      .refine((u) => u.startsWith('https://') || /^http:\/\/(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?(\/|$)/.test(u), {
+        error: 'baseUrl must use https (plain http only to a loopback address): the token is sent there',
+      })
+      .refine((u) => !/^[a-z]+:\/\/[^/]*@/.test(u), { error: 'baseUrl must not carry credentials' })
+      .optional(),
+    owner: forgeSegment,
+    repo: forgeSegment,
+  })
+  .strict()
+  .refine((f) => f.kind === 'github' || f.baseUrl !== undefined, { error: 'a gitea forge needs its baseUrl', path: ['baseUrl'] });
+export type ForgeConfig = z.infer<typeof forgeConfigSchema>;
+
+export const pullRequestStateSchema = z.enum(['open', 'closed', 'merged']);
+export const pullRequestSchema = z.object({
+  url: z.string(),
+  number: z.number().int().positive(),
+  state: pullRequestStateSchema,
+});
+export type PullRequest = z.infer<typeof pullRequestSchema>;
+
+const messageSchema = z
+  .string()
+  .min(1, { error: 'message must not be empty' })
+  .max(10_000)
+  .refine((s) => !s.includes('\0'), { error: 'message must not contain NUL' });
+
+/** POST /api/workspaces/:slug/checkpoint */
+export const checkpointRequestSchema = z.object({ message: messageSchema.optional() }).strict();
+export type CheckpointRequest = z.infer<typeof checkpointRequestSchema>;
+export const checkpointResponseSchema = z.object({
+  /** The new tip of the branch; null when there was nothing to commit (the branch did not move). */
+  commit: z.string().nullable(),
+  branch: z.string(),
+  /** Paths that changed in this commit (empty when commit is null). */
+  files: z.array(z.string()),
+});
+export type CheckpointResponse = z.infer<typeof checkpointResponseSchema>;
+
+export const diffFileSchema = z.object({
+  path: z.string(),
+  /** A added, M modified, D deleted, T type changed, R renamed (path is the new name, from the old). */
+  status: z.enum(['A', 'M', 'D', 'T', 'R']),
+  from: z.string().optional(),
+  /** null for binary files. */
+  additions: z.number().int().nonnegative().nullable(),
+  deletions: z.number().int().nonnegative().nullable(),
+});
+export const diffResponseSchema = z.object({
+  branch: z.string(),
+  defaultBranch: z.string(),
+  /** The fork point: merge-base of the branch and the default branch. */
+  base: z.string(),
+  /** The branch tip. */
+  head: z.string(),
+  /** The worktree holds changes not yet checkpointed; they are included in files and patch. */
+  uncommitted: z.boolean(),
+  /** Commits on the branch not on the default branch, and the reverse. */
+  ahead: z.number().int().nonnegative(),
+  behind: z.number().int().nonnegative(),
+  files: z.array(diffFileSchema),
+  /** Unified diff, cut at maxBytes (truncated says so). */
+  patch: z.string(),
+  truncated: z.boolean(),
+});
+export type DiffResponse = z.infer<typeof diffResponseSchema>;
+export const diffQuerySchema = z.object({ maxBytes: z.coerce.number().int().min(1024).max(16 * 1024 * 1024).optional() });
+
+/** POST /api/workspaces/:slug/publish */
+export const publishRequestSchema = z
+  .object({
+    title: z.string().min(1).max(256).refine((s) => !s.includes('\0')).optional(),
+    body: z.string().max(65_536).refine((s) => !s.includes('\0')).optional(),
+    /** Commit message of the checkpoint taken before pushing, when there is anything to commit. */
+    message: messageSchema.optional(),
+  })
+  .strict();
+export type PublishRequest = z.infer<typeof publishRequestSchema>;
+export const publishResponseSchema = z.object({
+  checkpoint: checkpointResponseSchema,
+  /** What was pushed: the branch and its tip. */
+  pushed: z.object({ branch: z.string(), commit: z.string() }),
+  pullRequest: pullRequestSchema,
+});
+export type PublishResponse = z.infer<typeof publishResponseSchema>;
+
+/** The part of a Gitea or GitHub pull request (REST) that the forge adapters read; both send much more. */
+export const forgePullSchema = z.object({
+  number: z.number().int().positive(),
+  html_url: z.url(),
+  state: z.string(),
+  merged: z.boolean().nullish(),
+  merged_at: z.string().nullish(),
+});

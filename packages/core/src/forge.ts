@@ -1,0 +1,159 @@
+import { GroveError, forgePullSchema } from '@grove/contracts';
+import type { ForgeConfig, PullRequest } from '@grove/contracts';
+
+/**
+ * Forge adapters: open and read pull requests over a forge's REST API. One interface, a Gitea and a GitHub
+ * implementation. The token is sent only in the Authorization header of these requests; it is blanked out of
+ * every error message, and nothing here logs.
+ */
+export interface ForgeAdapter {
+  readonly kind: ForgeConfig['kind'];
+  /** Open a pull request of head into base (branch names on the forge's repository). */
+  openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<PullRequest>;
+  getPullRequest(number: number): Promise<PullRequest>;
+  /** The Authorization header for git over http(s) to this forge's host, or null when remoteUrl is elsewhere. */
+  gitAuthHeader(remoteUrl: string): string | null;
+}
+
+const TIMEOUT_MS = 15_000;
+
+function toPullRequest(body: unknown, what: string): PullRequest {
+  const r = forgePullSchema.safeParse(body);
+  if (!r.success) throw new GroveError('forge_failed', `${what}: the forge answered something that is not a pull request`);
+  const p = r.data;
+  const state = p.merged === true || (p.merged_at ?? null) !== null ? 'merged' : p.state === 'open' ? 'open' : 'closed';
+  return { url: p.html_url, number: p.number, state };
+}
+
+interface HttpForgeOptions {
+  kind: ForgeConfig['kind'];
+  /** Root of the REST API, without a trailing slash. */
+  apiRoot: string;
+  /** Hosts (host[:port]) whose git remotes take the token too. */
+  gitHosts: string[];
+  authorization: string;
+  /** Basic credentials for git over http(s); forges take the token as the password. */
+  gitBasic: string;
+  owner: string;
+  repo: string;
+  token: string;
+  extraHeaders?: Record<string, string>;
+}
+
+class HttpForge implements ForgeAdapter {
+  readonly kind: ForgeConfig['kind'];
+  constructor(private readonly o: HttpForgeOptions) {
+    this.kind = o.kind;
+  }
+
+  private scrub(text: string): string {
+    return this.o.token ? text.split(this.o.token).join('***') : text;
+  }
+
+  private async call(method: 'GET' | 'POST', path: string, what: string, body?: unknown): Promise<unknown> {
+    const url = `${this.o.apiRoot}/repos/${encodeURIComponent(this.o.owner)}/${encodeURIComponent(this.o.repo)}${path}`;
+    let res: Response;
+    try {
+      res = await fetch(url, {
+        method,
+        headers: {
+          authorization: this.o.authorization,
+          accept: 'application/json',
+          'user-agent': 'grove',
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...this.o.extraHeaders,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+        redirect: 'error',
+      });
+    } catch (e) {
+      const why = e instanceof Error ? (e.cause instanceof Error ? e.cause.message : e.message) : String(e);
+      throw new GroveError('forge_failed', `${what}: the ${this.kind} API at ${this.o.apiRoot} could not be reached (${this.scrub(why)})`, {
+        details: { reason: 'unreachable' },
+      });
+    }
+    const text = await res.text();
+    if (!res.ok) {
+      let message = text.slice(0, 500);
+      try {
+        const parsed = JSON.parse(text) as { message?: unknown };
+        if (typeof parsed.message === 'string') message = parsed.message;
+      } catch {
+        // Not JSON: the raw text (cut) says what happened.
+      }
+      const reason = res.status === 401 || res.status === 403 ? 'auth' : res.status === 404 ? 'not_found' : res.status === 409 || res.status === 422 ? 'conflict' : 'error';
+      const hint =
+        reason === 'auth'
+          ? '; check GROVE_FORGE_TOKEN and its permissions'
+          : reason === 'not_found'
+            ? `; check forge.owner/forge.repo ("${this.o.owner}/${this.o.repo}") in the project config`
+            : reason === 'conflict'
+              ? '; a pull request for this branch may already exist on the forge'
+              : '';
+      throw new GroveError('forge_failed', `${what}: the ${this.kind} API answered ${res.status} (${this.scrub(message)})${hint}`, {
+        details: { reason, status: res.status },
+      });
+    }
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      throw new GroveError('forge_failed', `${what}: the ${this.kind} API answered with something that is not JSON`);
+    }
+  }
+
+  async openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<PullRequest> {
+    const what = `opening a pull request of ${pr.head} into ${pr.base}`;
+    return toPullRequest(await this.call('POST', '/pulls', what, pr), what);
+  }
+
+  async getPullRequest(number: number): Promise<PullRequest> {
+    const what = `reading pull request #${number}`;
+    return toPullRequest(await this.call('GET', `/pulls/${number}`, what), what);
+  }
+
+  gitAuthHeader(remoteUrl: string): string | null {
+    let u: URL;
+    try {
+      u = new URL(remoteUrl);
+    } catch {
+      return null;
+    }
+    if (u.protocol !== 'https:' && u.protocol !== 'http:') return null;
+    if (!this.o.gitHosts.includes(u.host)) return null;
+    return `Authorization: Basic ${this.o.gitBasic}`;
+  }
+}
+
+/** The adapter for a project's forge config; the token comes from the server (GROVE_FORGE_TOKEN). */
+export function createForge(config: ForgeConfig, token: string): ForgeAdapter {
+  if (config.kind === 'gitea') {
+    const root = new URL(config.baseUrl ?? '');
+    const base = root.href.replace(/\/+$/, '');
+    return new HttpForge({
+      kind: 'gitea',
+      apiRoot: `${base}/api/v1`,
+      gitHosts: [root.host],
+      authorization: `token ${token}`,
+      gitBasic: Buffer.from(`grove:${token}`).toString('base64'),
+      owner: config.owner,
+      repo: config.repo,
+      token,
+    });
+  }
+  const api = new URL(config.baseUrl ?? 'https://api.github.com');
+  const apiRoot = api.href.replace(/\/+$/, '');
+  // github.com's git host differs from its API host; Enterprise serves both from one host (<host>/api/v3).
+  const gitHosts = api.host === 'api.github.com' ? ['github.com'] : [api.host];
+  return new HttpForge({
+    kind: 'github',
+    apiRoot,
+    gitHosts,
+    authorization: `Bearer ${token}`,
+    gitBasic: Buffer.from(`x-access-token:${token}`).toString('base64'),
+    owner: config.owner,
+    repo: config.repo,
+    token,
+    extraHeaders: { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' },
+  });
+}

@@ -1,0 +1,475 @@
+// Projects from real repositories, fetch before fork, checkpoints, diff and publish: real git (a bare repository
+// over file:// as the remote), real SQLite, a test forge on 127.0.0.1 and the in-memory sandbox driver.
+import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createGrove } from './index.ts';
+import type { Grove, GroveOptions } from './index.ts';
+import { FakeDriver } from './test-support/fake-driver.ts';
+import { git, makeSourceRepo } from './test-support/repo.ts';
+import { startTestForge } from './test-support/test-forge.ts';
+import type { TestForge } from './test-support/test-forge.ts';
+
+const TOKEN = 'forge-token-5f1d2c9a-never-written-anywhere';
+
+let tmp: string;
+let home: string;
+let upstream: string;
+let driver: FakeDriver;
+let logs: string[];
+let forge: TestForge | null;
+const groves: Grove[] = [];
+
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'grove-flow-'));
+  home = join(tmp, 'home');
+  makeSourceRepo(join(tmp, 'src'));
+  upstream = join(tmp, 'upstream.git');
+  git(tmp, 'clone', '-q', '--bare', join(tmp, 'src'), upstream);
+  driver = new FakeDriver();
+  logs = [];
+  forge = null;
+});
+afterEach(async () => {
+  for (const g of groves.splice(0)) await g.close();
+  await driver.closeAll();
+  await forge?.close();
+  rmSync(tmp, { recursive: true, force: true });
+});
+
+async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logs.push(chunk.toString('utf8'));
+      done();
+    },
+  });
+  const g = await createGrove({
+    home,
+    driver,
+    image: 'grove-sandbox:test',
+    maxRunning: 4,
+    logger: pino({ level: 'trace' }, sink),
+    healthTimeoutMs: 1_500,
+    gitLockTimeoutMs: 5_000,
+    forgeToken: TOKEN,
+    ...over,
+  });
+  groves.push(g);
+  return g;
+}
+
+/** A clone of upstream to play "someone else" pushing to it. */
+function otherClone(): string {
+  const dir = join(tmp, `other-${Math.random().toString(16).slice(2)}`);
+  git(tmp, 'clone', '-q', `file://${upstream}`, dir);
+  return dir;
+}
+
+function worktree(name: string): string {
+  return join(home, 'worktrees', 'demo', name);
+}
+
+describe('projects from real repositories', () => {
+  it('clones from a file:// URL and from a local path, detecting the default branch', async () => {
+    const g = await open();
+    const viaUrl = await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false, failIfExists: true });
+    expect(viaUrl).toMatchObject({ name: 'demo', defaultBranch: 'main' });
+    expect(git(join(home, 'repos', 'demo'), 'rev-parse', '--is-bare-repository')).toBe('true');
+    expect(git(join(home, 'repos', 'demo'), 'config', '--get', 'remote.origin.url')).toBe(`file://${upstream}`);
+
+    git(upstream, 'symbolic-ref', 'HEAD', 'refs/heads/feature');
+    const viaPath = await g.addProject({ name: 'other', source: upstream, createDefault: false, failIfExists: true });
+    expect(viaPath.defaultBranch).toBe('feature');
+    await expect(g.addProject({ name: 'demo', source: upstream, createDefault: false, failIfExists: true })).rejects.toMatchObject({ code: 'project_exists', status: 409 });
+  });
+
+  it('of two concurrent adds of one name, exactly one wins', async () => {
+    const g = await open();
+    const both = await Promise.allSettled([0, 1].map(() => g.addProject({ name: 'twice', source: `file://${upstream}`, createDefault: false, failIfExists: true })));
+    expect(both.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect(both.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'project_exists' } });
+    expect(await g.events({ slug: 'twice', type: 'project.added' })).toHaveLength(1);
+  });
+
+  it('refuses option injection and foreign transports before git runs, and explains an unreachable remote, leaving nothing behind', async () => {
+    const g = await open();
+    for (const source of ['-uhelp', '--upload-pack=touch /tmp/x', 'ext::sh -c id', 'relative/path', 'file:///x\nfoo', 'https://user:pw@example.invalid/r.git', 'git@-oProxyCommand=x:r']) {
+      await expect(g.addProject({ name: 'demo', source, createDefault: false })).rejects.toMatchObject({ code: 'invalid_input' });
+    }
+    await expect(g.addProject({ name: 'demo', source: 'http://127.0.0.1:1/nothing.git', createDefault: false })).rejects.toMatchObject({
+      code: 'remote_failed',
+      details: { op: 'clone', reason: 'unreachable' },
+    });
+    await expect(g.addProject({ name: 'demo', source: join(tmp, 'src', 'README.md'), createDefault: false })).rejects.toMatchObject({ code: 'invalid_input' });
+    expect(readdirSync(join(home, 'repos'))).toEqual([]);
+    expect(await g.listProjects()).toEqual([]);
+  });
+});
+
+describe('fetch before fork', () => {
+  it('sees a new upstream commit and a deleted upstream branch, and keeps grove/* branches', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 'first' });
+    const other = otherClone();
+    writeFileSync(join(other, 'upstream.txt'), 'new upstream work\n');
+    git(other, 'add', '.');
+    git(other, 'commit', '-q', '-m', 'upstream work');
+    git(other, 'push', '-q', 'origin', 'main', ':feature');
+
+    await g.fork({ project: 'demo', name: 'second' });
+    expect(readFileSync(join(worktree('second'), 'upstream.txt'), 'utf8')).toBe('new upstream work\n');
+    const heads = git(join(home, 'repos', 'demo'), 'for-each-ref', '--format=%(refname:short)', 'refs/heads/').split('\n');
+    expect(heads).toContain('grove/first');
+    expect(heads).not.toContain('feature');
+  });
+
+  it('forks from what the clone holds when the remote is unreachable, and records why', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    renameSync(upstream, `${upstream}.moved`);
+    const ws = await g.fork({ project: 'demo', name: 'offline' });
+    expect(ws.state).toBe('running');
+    const failed = await g.events({ slug: 'demo~offline', type: 'project.fetch_failed' });
+    expect(failed).toHaveLength(1);
+    expect(String(failed[0]?.data.reason)).toMatch(/does not appear to be a git repository/);
+  });
+});
+
+describe('checkpoint', () => {
+  it('commits modified and untracked files (not ignored ones) with the configured author, and leaves the worktree clean', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { git: { authorName: 'Ada Lovelace', authorEmail: 'ada@example.test' } });
+    await g.fork({ project: 'demo', name: 'cp' });
+    const wt = worktree('cp');
+    writeFileSync(join(wt, 'app.txt'), 'v2\n');
+    writeFileSync(join(wt, 'new.txt'), 'new\n');
+    writeFileSync(join(wt, '.gitignore'), '*.log\n');
+    writeFileSync(join(wt, 'debug.log'), 'noise\n');
+
+    const cp = await g.checkpoint('demo~cp', { message: 'work in progress' });
+    expect(cp.commit).toMatch(/^[0-9a-f]{40}$/);
+    expect(cp.files.sort()).toEqual(['.gitignore', 'app.txt', 'new.txt']);
+    const repo = join(home, 'repos', 'demo');
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/cp')).toBe(cp.commit);
+    expect(git(repo, 'log', '-1', '--format=%an <%ae>|%cn <%ce>|%s', 'grove/cp')).toBe('Ada Lovelace <ada@example.test>|Ada Lovelace <ada@example.test>|work in progress');
+    expect(git(repo, 'show', 'grove/cp:new.txt')).toBe('new');
+    expect(() => git(repo, 'show', 'grove/cp:debug.log')).toThrow();
+    // The worktree's own index was replaced by the checkpoint's, so the sandbox sees a clean tree.
+    expect(git(wt, 'status', '--porcelain')).toBe('');
+    const events = await g.events({ slug: 'demo~cp', type: 'workspace.checkpoint' });
+    expect(events.map((e) => e.data.commit)).toEqual([cp.commit]);
+
+    expect(await g.checkpoint('demo~cp')).toEqual({ commit: null, branch: 'grove/cp', files: [] });
+    await expect(g.checkpoint('demo~cp', { message: '' })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(g.checkpoint('demo~nope')).rejects.toMatchObject({ code: 'workspace_not_found' });
+  });
+
+  it('refuses a worktree whose .git names another workspace\'s admin dir, leaving that one alone', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.fork({ project: 'demo', name: 'b' });
+    const other = join(home, 'repos', 'demo', 'worktrees', 'b');
+    const index = readFileSync(join(other, 'index'));
+    writeFileSync(join(worktree('a'), '.git'), `gitdir: ${other}\n`);
+    writeFileSync(join(worktree('a'), 'x.txt'), 'x\n');
+    await expect(g.checkpoint('demo~a')).rejects.toMatchObject({ code: 'git_failed', message: expect.stringContaining('does not name its own admin dir') as string });
+    expect(readFileSync(join(other, 'index')).equals(index)).toBe(true);
+    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/a')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
+  });
+
+  it('defaults to Grove <grove@localhost> and works while the workspace is stopped', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 'cp' });
+    await g.stop('demo~cp');
+    writeFileSync(join(worktree('cp'), 'x.txt'), 'x\n');
+    const cp = await g.checkpoint('demo~cp');
+    expect(git(join(home, 'repos', 'demo'), 'log', '-1', '--format=%an <%ae>|%s', cp.commit ?? '')).toBe('Grove <grove@localhost>|grove: checkpoint of demo~cp');
+  });
+});
+
+/** What the backend does when a turn ends: POST /turn-ended on the workspace's host.sock. */
+function turnEnded(slug: string, turn: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ turn, status: 'completed' });
+    const req = request(
+      { socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+function userLine(turn: string, text: string): string {
+  return `${JSON.stringify({ seq: 1, turn, at: new Date().toISOString(), kind: 'user', text })}\n`;
+}
+
+describe('checkpoint after a turn', () => {
+  it('commits a turn that changed files with its first message line as the subject, when the project asks for it', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 't' });
+    const repo = join(home, 'repos', 'demo');
+    const start = git(repo, 'rev-parse', 'grove/t');
+
+    // Default: turns do not move the branch.
+    writeFileSync(join(worktree('t'), 'one.txt'), '1\n');
+    expect(await turnEnded('demo~t', 'turn-1')).toBe(200);
+    expect(git(repo, 'rev-parse', 'grove/t')).toBe(start);
+
+    await g.setProjectConfig('demo', { git: { authorName: 'Ada', authorEmail: 'ada@example.test', checkpointAfterTurn: true } });
+    writeFileSync(join(home, 'threads', 'demo~t', 'thread.jsonl'), userLine('turn-1', 'ignored') + userLine('turn-2', '\n  Add the second file\u0007 please\nand more detail'));
+    writeFileSync(join(worktree('t'), 'two.txt'), '2\n');
+    expect(await turnEnded('demo~t', 'turn-2')).toBe(200);
+    expect(git(repo, 'log', '-1', '--format=%an|%s', 'grove/t')).toBe('Ada|Add the second file please');
+    expect(git(repo, 'log', '-1', '--format=%b', 'grove/t')).toContain('two.txt');
+    expect(git(repo, 'show', 'grove/t:one.txt')).toBe('1');
+    expect(git(worktree('t'), 'status', '--porcelain')).toBe('');
+
+    // A turn that changed nothing commits nothing.
+    const tip = git(repo, 'rev-parse', 'grove/t');
+    expect(await turnEnded('demo~t', 'turn-3')).toBe(200);
+    expect(git(repo, 'rev-parse', 'grove/t')).toBe(tip);
+  });
+});
+
+describe('diff', () => {
+  it('lists files and the patch against the fork point, with ahead/behind, checkpointed or not', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 'd' });
+    const wt = worktree('d');
+    writeFileSync(join(wt, 'app.txt'), 'v2\n');
+    await g.checkpoint('demo~d');
+    writeFileSync(join(wt, 'later.txt'), 'one\ntwo\n');
+    rmSync(join(wt, 'README.md'));
+    // main moves on upstream; the next fork's fetch brings it into the primary clone.
+    const other = otherClone();
+    writeFileSync(join(other, 'upstream.txt'), 'u\n');
+    git(other, 'add', '.');
+    git(other, 'commit', '-q', '-m', 'upstream');
+    git(other, 'push', '-q', 'origin', 'main');
+    await g.fork({ project: 'demo', name: 'e' });
+
+    const d = await g.diff('demo~d');
+    expect(d).toMatchObject({ branch: 'grove/d', defaultBranch: 'main', uncommitted: true, ahead: 1, behind: 1, truncated: false });
+    expect(d.files).toEqual([
+      { path: 'README.md', status: 'D', additions: 0, deletions: 1 },
+      { path: 'app.txt', status: 'M', additions: 1, deletions: 1 },
+      { path: 'later.txt', status: 'A', additions: 2, deletions: 0 },
+    ]);
+    expect(d.patch).toContain('+++ b/later.txt');
+    expect(d.patch).not.toContain('upstream.txt');
+
+    const small = await g.diff('demo~d', { maxBytes: 1024 });
+    expect(small.truncated).toBe(false);
+    writeFileSync(join(wt, 'big.txt'), 'line of text\n'.repeat(1000));
+    const cut = await g.diff('demo~d', { maxBytes: 1024 });
+    expect(cut.truncated).toBe(true);
+    expect(Buffer.byteLength(cut.patch)).toBeLessThanOrEqual(1024);
+  });
+});
+
+describe('publish', () => {
+  async function publishable(): Promise<Grove> {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    return g;
+  }
+
+  it('checkpoints, pushes the branch and opens a pull request with the right head and base; the token is nowhere', async () => {
+    const g = await publishable();
+    const out = await g.publish('demo~pr', { title: 'A feature', body: 'Please review.' });
+    expect(out.checkpoint.files).toEqual(['feature.md']);
+    expect(out.pushed).toEqual({ branch: 'grove/pr', commit: out.checkpoint.commit });
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(out.checkpoint.commit);
+    expect(forge?.pulls).toEqual([{ number: 1, head: 'grove/pr', base: 'main', title: 'A feature', body: 'Please review.', state: 'open', merged: false }]);
+    expect(out.pullRequest).toEqual({ url: `${forge?.baseUrl}/team/demo/pulls/1`, number: 1, state: 'open' });
+    expect((await g.get('demo~pr')).pullRequest).toEqual(out.pullRequest);
+    expect(forge?.requests.every((r) => r.endsWith(`token ${TOKEN}`))).toBe(true);
+
+    // Publishing again pushes the new commit and keeps the open pull request.
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature, revised\n');
+    const again = await g.publish('demo~pr');
+    expect(again.pullRequest.number).toBe(1);
+    expect(forge?.pulls).toHaveLength(1);
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(again.checkpoint.commit);
+
+    const types = (await g.events({ slug: 'demo~pr', limit: 1000 })).map((e) => e.type);
+    expect(types).toEqual(expect.arrayContaining(['workspace.checkpoint', 'workspace.pushed', 'workspace.published']));
+    // The token is in no config, remote URL, event or log line.
+    const repo = join(home, 'repos', 'demo');
+    expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(TOKEN);
+    expect(readFileSync(join(home, 'config', 'demo.json'), 'utf8')).not.toContain(TOKEN);
+    expect(JSON.stringify(await g.events({ limit: 1000 }))).not.toContain(TOKEN);
+    expect(readFileSync(join(home, 'grove.db')).includes(TOKEN)).toBe(false);
+    expect(logs.length).toBeGreaterThan(0);
+    expect(logs.join('')).not.toContain(TOKEN);
+  });
+
+  it('pushes over http with the token only in the Authorization header of that push', async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: forge.gitUrl, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# over http\n');
+    const out = await g.publish('demo~pr');
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(out.pushed.commit);
+    const auth = `Basic ${Buffer.from(`grove:${TOKEN}`).toString('base64')}`;
+    expect(forge.requests.some((r) => r.includes('git-receive-pack') && r.endsWith(auth))).toBe(true);
+    // Reads (clone, fetch) never carried it.
+    expect(forge.requests.filter((r) => r.includes('git-upload-pack')).every((r) => !r.includes(auth))).toBe(true);
+    const repo = join(home, 'repos', 'demo');
+    expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(TOKEN);
+    expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(Buffer.from(`grove:${TOKEN}`).toString('base64'));
+    expect(logs.join('')).not.toContain(TOKEN);
+
+    // Without the token the same push is refused by the remote and explained.
+    const g2 = await open({ forgeToken: 'not-the-token' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# again\n');
+    await expect(g2.publish('demo~pr')).rejects.toMatchObject({ code: 'remote_failed', details: { reason: 'auth' } });
+  });
+
+  it('explains a push rejected as non-fast-forward and records it; nothing on the remote is overwritten', async () => {
+    const g = await publishable();
+    await g.publish('demo~pr');
+    const other = otherClone();
+    git(other, 'checkout', '-q', 'grove/pr');
+    writeFileSync(join(other, 'theirs.txt'), 'theirs\n');
+    git(other, 'add', '.');
+    git(other, 'commit', '-q', '-m', 'someone else');
+    git(other, 'push', '-q', 'origin', 'grove/pr');
+    const theirs = git(upstream, 'rev-parse', 'refs/heads/grove/pr');
+
+    writeFileSync(join(worktree('pr'), 'mine.txt'), 'mine\n');
+    const err = await g.publish('demo~pr').catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'push_rejected', status: 409, details: { reason: 'non_fast_forward' } });
+    expect((err as Error).message).toMatch(/someone else pushed to it/);
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(theirs);
+    const failed = await g.events({ slug: 'demo~pr', type: 'publish.failed' });
+    expect(failed.map((e) => [e.data.step, e.data.code])).toEqual([['push', 'push_rejected']]);
+  });
+
+  it('takes the pushed branch back when the pull request cannot be opened', async () => {
+    const g = await publishable();
+    if (forge) forge.failWith = 500;
+    await expect(g.publish('demo~pr')).rejects.toMatchObject({ code: 'forge_failed', status: 502 });
+    expect(() => git(upstream, 'rev-parse', '--verify', '--quiet', 'refs/heads/grove/pr')).toThrow();
+    const failed = await g.events({ slug: 'demo~pr', type: 'publish.failed' });
+    expect(failed[0]?.data).toMatchObject({ step: 'pull-request', undone: 'deleted the branch this publish created on the remote' });
+    expect((await g.get('demo~pr')).pullRequest).toBeNull();
+
+    if (forge) forge.failWith = null;
+    const out = await g.publish('demo~pr');
+    expect(out.pullRequest.number).toBe(1);
+  });
+
+  it('refuses before changing anything without a forge, a token or a remote', async () => {
+    const g = await open({ forgeToken: null });
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), 'x\n');
+    await expect(g.publish('demo~pr')).rejects.toMatchObject({ code: 'not_configured', details: { missing: 'forge' } });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: 'http://127.0.0.1:1', owner: 'team', repo: 'demo' } });
+    await expect(g.publish('demo~pr')).rejects.toMatchObject({ code: 'not_configured', details: { missing: 'token' } });
+    git(join(home, 'repos', 'demo'), 'remote', 'remove', 'origin');
+    const g2 = await open();
+    await expect(g2.publish('demo~pr')).rejects.toMatchObject({ code: 'not_configured', details: { missing: 'remote' } });
+    // Nothing was committed on the way.
+    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/pr')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
+    expect(existsSync(join(worktree('pr'), 'feature.md'))).toBe(true);
+  });
+
+  it('five workspaces checkpointing and publishing at once: all published, repositories fsck-clean', async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open({ maxRunning: 6 });
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    const names = ['w1', 'w2', 'w3', 'w4', 'w5'];
+    for (const n of names) {
+      await g.fork({ project: 'demo', name: n });
+      writeFileSync(join(worktree(n), `${n}.txt`), `${n}\n`);
+    }
+    const results = await Promise.all(names.map((n) => Promise.all([g.checkpoint(`demo~${n}`), g.publish(`demo~${n}`, { title: n })])));
+    for (const [i, n] of names.entries()) {
+      const [, published] = results[i] ?? [];
+      expect(git(upstream, 'rev-parse', `refs/heads/grove/${n}`)).toBe(published?.pushed.commit);
+      expect(git(upstream, 'show', `grove/${n}:${n}.txt`)).toBe(n);
+    }
+    expect(forge.pulls.map((p) => p.head).sort()).toEqual(names.map((n) => `grove/${n}`));
+    for (const repo of [upstream, join(home, 'repos', 'demo')]) expect(() => git(repo, 'fsck', '--strict', '--no-progress')).not.toThrow();
+  });
+});
+
+describe('pull-request watcher', () => {
+  async function published(config: Record<string, unknown> = {}): Promise<Grove> {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' }, ...config });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    await g.publish('demo~pr');
+    return g;
+  }
+
+  it('tears a workspace down when its pull request is merged, keeping the branch', async () => {
+    const g = await published();
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+    forge?.merge(1);
+    // Uncommitted work after publishing is saved before the worktree goes.
+    writeFileSync(join(worktree('pr'), 'after.md'), 'late\n');
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true }]);
+    expect(r.fetched).toEqual(['demo']);
+    const ws = await g.get('demo~pr');
+    expect(ws.state).toBe('gone');
+    expect(ws.pullRequest?.state).toBe('merged');
+    expect(existsSync(worktree('pr'))).toBe(false);
+    const repo = join(home, 'repos', 'demo');
+    expect(git(repo, 'rev-parse', 'grove/pr')).toBe(git(repo, 'rev-parse', 'main'));
+    const types = (await g.events({ slug: 'demo~pr', limit: 1000 })).map((e) => e.type);
+    expect(types.slice(types.indexOf('workspace.pr_state'))).toEqual(expect.arrayContaining(['workspace.pr_state', 'workspace.saved', 'workspace.cleaned']));
+    expect((await g.savedWork('demo~pr')).length).toBe(1);
+  });
+
+  it('keeps the checkout of a closed pull request when the project says keepCheckoutOnClose', async () => {
+    const g = await published({ keepCheckoutOnClose: true });
+    forge?.closePull(1);
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'closed', cleaned: false }]);
+    expect(await g.get('demo~pr')).toMatchObject({ state: 'running', pullRequest: { state: 'closed' } });
+    expect(existsSync(join(worktree('pr'), 'feature.md'))).toBe(true);
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+  });
+
+  it('falls back to the branch being contained in the default branch when the forge cannot answer', async () => {
+    const g = await published();
+    if (forge) forge.failWith = 503;
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+    const other = otherClone();
+    git(other, 'merge', '-q', '--ff-only', 'origin/grove/pr');
+    git(other, 'push', '-q', 'origin', 'main');
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true }]);
+    const change = await g.events({ slug: 'demo~pr', type: 'workspace.pr_state' });
+    expect(change[0]?.data).toMatchObject({ source: 'branch', to: 'merged' });
+  });
+});

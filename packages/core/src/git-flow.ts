@@ -1,0 +1,368 @@
+import { existsSync } from 'node:fs';
+import { readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow, publishRequestSchema, threadLineSchema } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, EventType, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
+import type { ProjectRow, WorkspaceRow } from '@grove/db';
+import type { Logger } from 'pino';
+import { aheadBehind, checkpointWorktree, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
+import { createForge } from './forge.ts';
+import { RemoteGitError, deleteRemoteBranch, fetchPrune, originUrl, pushBranch } from './remote.ts';
+import type { PushResult } from './remote.ts';
+import type { GrovePaths } from './paths.ts';
+
+/**
+ * Merge-back through pull requests (docs/git-flow.md): host checkpoints, the diff against the fork point,
+ * fetching the primary clone before a fork, and publish (checkpoint, push, pull request). Everything git
+ * does here runs on the host; a sandbox never holds a credential.
+ */
+
+export const DEFAULT_DIFF_BYTES = 1024 * 1024;
+/** A fetch of an unreachable remote must not hold the repository lock (and block forks) for long. */
+const FETCH_BEFORE_FORK_MS = 20_000;
+/** A thread larger than this is not read for a commit subject. */
+const MAX_THREAD_BYTES = 16 * 1024 * 1024;
+
+export interface GitFlowDeps {
+  paths: GrovePaths;
+  log: Logger;
+  withLock<T>(project: string, fn: () => Promise<T>): Promise<T>;
+  /** One operation per workspace at a time (shared with stop, start, teardown and undo). */
+  withSlug<T>(slug: string, fn: () => Promise<T>): Promise<T>;
+  emit(slug: string, type: EventType, data: Record<string, unknown>): void;
+  config(project: string): Promise<ProjectConfig>;
+  project(name: string): ProjectRow;
+  /** The live row of a slug, or the newest one when with gone is true; throws workspace_not_found. */
+  row(slug: string, o?: { gone?: boolean }): WorkspaceRow;
+  savePullRequest(id: number, pr: PullRequest): void;
+  forgeToken: string | null;
+  /** Live workspace rows and registered projects, for the watcher. */
+  liveRows(): WorkspaceRow[];
+  projects(): ProjectRow[];
+  /** Tear a workspace down (container, worktree; the branch is kept; uncommitted work saved first). */
+  teardown(slug: string): Promise<unknown>;
+  /** Owner of the worktree's index after a checkpoint (the sandbox uid), when the host may chown. */
+  owner: { uid: number; gid: number } | null;
+}
+
+function reasonOf(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+const PUSH_HINT: Record<string, string> = {
+  non_fast_forward: 'the remote branch has commits this branch does not (someone else pushed to it); nothing was overwritten',
+  remote_rejected: 'the remote refused the branch (a protected branch or a hook)',
+  auth: 'the remote refused this host\'s credentials (its ssh key, or GROVE_FORGE_TOKEN for an https remote on the forge\'s host)',
+  unreachable: 'the remote could not be reached',
+  not_a_repository: 'there is no repository at the project\'s remote any more',
+  other: 'see the message',
+};
+
+function pushError(e: unknown, branch: string): GroveError {
+  if (!(e instanceof RemoteGitError)) return new GroveError('git_failed', `pushing ${branch}: ${reasonOf(e)}`, { cause: e });
+  const message = `pushing ${branch} failed: ${PUSH_HINT[e.reason] ?? ''} (${e.message})`;
+  const code = e.reason === 'non_fast_forward' || e.reason === 'remote_rejected' ? 'push_rejected' : 'remote_failed';
+  return new GroveError(code, message, { details: { reason: e.reason, branch } });
+}
+
+export interface WatchResult {
+  fetched: string[];
+  /** Projects whose fetch failed, with the reason (their workspaces were still checked). */
+  fetchFailed: Array<{ project: string; reason: string }>;
+  changed: Array<{ slug: string; from: string; to: string; cleaned: boolean }>;
+}
+
+export class GitFlow {
+  private timer: NodeJS.Timeout | null = null;
+  private sweeping: Promise<WatchResult> | null = null;
+
+  constructor(private readonly d: GitFlowDeps) {}
+
+  /** Run watch() every intervalMs (not overlapping itself) until stopWatch(). */
+  startWatch(intervalMs: number): void {
+    if (this.timer || intervalMs <= 0) return;
+    this.timer = setInterval(() => {
+      this.watch().catch((e: unknown) => this.d.log.error({ err: e }, `pull-request watch failed: ${reasonOf(e)}`));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  stopWatch(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /**
+   * One pass of the scheduled work: fetch --prune every project's primary clone, then derive each published
+   * workspace's pull-request state from the remote — the forge's answer, or, when the forge cannot say (none
+   * configured, no token, unreachable), whether the branch's tip is contained in the default branch after the
+   * fetch (merged). A merged or closed one is torn down (the branch is kept, uncommitted work saved first)
+   * unless the project sets keepCheckoutOnClose. Concurrent calls share one pass.
+   */
+  watch(): Promise<WatchResult> {
+    this.sweeping ??= this.sweep().finally(() => {
+      this.sweeping = null;
+    });
+    return this.sweeping;
+  }
+
+  private async sweep(): Promise<WatchResult> {
+    const result: WatchResult = { fetched: [], fetchFailed: [], changed: [] };
+    for (const p of this.d.projects()) {
+      const repo = this.d.paths.repo(p.name);
+      try {
+        if (!(await originUrl(repo))) continue;
+        await this.d.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS }));
+        result.fetched.push(p.name);
+      } catch (e) {
+        result.fetchFailed.push({ project: p.name, reason: reasonOf(e) });
+        this.d.log.warn({ project: p.name }, `scheduled fetch of ${p.name} failed: ${reasonOf(e)}`);
+      }
+    }
+    for (const row of this.d.liveRows()) {
+      if (!row.prNumber || !row.prState || row.prState !== 'open') continue;
+      if (row.state !== 'running' && row.state !== 'stopped') continue;
+      try {
+        const change = await this.check(row);
+        if (change) result.changed.push(change);
+      } catch (e) {
+        this.d.log.warn({ slug: row.slug }, `pull-request check of ${row.slug} failed: ${reasonOf(e)}`);
+      }
+    }
+    return result;
+  }
+
+  private async check(row: WorkspaceRow): Promise<WatchResult['changed'][number] | null> {
+    const config = await this.d.config(row.project);
+    const number = row.prNumber ?? 0;
+    let state: PullRequest['state'] | null = null;
+    let source = 'forge';
+    if (config.forge && this.d.forgeToken) {
+      try {
+        state = (await createForge(config.forge, this.d.forgeToken).getPullRequest(number)).state;
+      } catch (e) {
+        this.d.log.warn({ slug: row.slug }, `forge could not say the state of #${number}; checking the branch instead: ${reasonOf(e)}`);
+      }
+    }
+    if (state === null) {
+      source = 'branch';
+      const project = this.d.project(row.project);
+      const repo = this.d.paths.repo(row.project);
+      const contained = await this.d.withLock(row.project, async () => {
+        const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
+        const main = await resolveCommit(repo, `refs/heads/${project.defaultBranch}`);
+        return tip !== null && main !== null && (await mergeBase(repo, tip, main)) === tip;
+      });
+      state = contained ? 'merged' : 'open';
+    }
+    if (state === row.prState) return null;
+    const cleaned = state !== 'open' && config.keepCheckoutOnClose !== true;
+    this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
+    this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from: row.prState, to: state, source, cleanup: cleaned });
+    if (cleaned) await this.d.teardown(row.slug);
+    return { slug: row.slug, from: row.prState ?? 'open', to: state, cleaned };
+  }
+
+  /**
+   * git fetch --prune of the primary clone before a fork, under the caller's repository lock. Never throws: an
+   * unreachable remote leaves the fork to start from what the clone holds, and the reason is recorded.
+   */
+  async fetchBeforeFork(project: string, slug: string): Promise<{ ok: boolean; reason?: string }> {
+    const repo = this.d.paths.repo(project);
+    if (!(await originUrl(repo))) return { ok: true };
+    try {
+      await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS });
+      return { ok: true };
+    } catch (e) {
+      const reason = reasonOf(e);
+      this.d.log.warn({ project, slug }, `fetch of ${project} before forking ${slug} failed; forking from what the clone holds: ${reason}`);
+      this.d.emit(slug, 'project.fetch_failed', { project, reason });
+      return { ok: false, reason };
+    }
+  }
+
+  async checkpoint(slug: string, input: unknown = {}): Promise<CheckpointResponse> {
+    const req = parseOrThrow(checkpointRequestSchema, input ?? {}, { what: 'checkpoint request' });
+    this.d.row(slug);
+    return this.d.withSlug(slug, () => this.checkpointNow(slug, req.message));
+  }
+
+  /**
+   * The checkpoint after a turn that changed files, when the project's git.checkpointAfterTurn says so. Runs
+   * from the after-turn hook, under the repository lock but not the slug's mutex (a long publish must not hold
+   * up the backend's turn); teardown removes worktrees under the same lock, so the two never overlap. Never
+   * throws: a failed checkpoint is logged and the work stays in the worktree.
+   */
+  async checkpointAfterTurn(slug: string, turn: string, files: string[]): Promise<void> {
+    try {
+      const row = this.d.row(slug);
+      const config = await this.d.config(row.project);
+      if (!config.git?.checkpointAfterTurn) return;
+      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files));
+    } catch (e) {
+      this.d.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
+    }
+  }
+
+  /**
+   * "<first line of the turn's user message>" (cut to 72 characters) with the turn and its files in the body.
+   * The thread is written by the sandbox: it is only read (bounded) and parsed, and its text only ever becomes
+   * a commit message argument.
+   */
+  private async turnMessage(slug: string, turn: string, files: string[]): Promise<string> {
+    let subject = `grove: ${turn} of ${slug}`;
+    try {
+      const file = join(this.d.paths.thread(slug), 'thread.jsonl');
+      if ((await stat(file)).size <= MAX_THREAD_BYTES) {
+        for (const text of (await readFile(file, 'utf8')).split('\n')) {
+          if (!text.includes(`"${turn}"`)) continue;
+          let parsed;
+          try {
+            parsed = threadLineSchema.safeParse(JSON.parse(text));
+          } catch {
+            continue;
+          }
+          if (!parsed.success || parsed.data.kind !== 'user' || parsed.data.turn !== turn) continue;
+          // eslint-disable-next-line no-control-regex
+          const first = parsed.data.text.replace(/[\x00-\x08\x0b-\x1f\x7f]/g, '').split('\n').find((l) => l.trim())?.trim();
+          if (first) subject = first.length > 72 ? `${first.slice(0, 71)}…` : first;
+          break;
+        }
+      }
+    } catch {
+      // No thread (yet): the generic subject.
+    }
+    const listed = files.slice(0, 50).join('\n');
+    const more = files.length > 50 ? `\n… and ${files.length - 50} more` : '';
+    return `${subject}\n\nGrove ${turn} in ${slug} changed:\n${listed}${more}\n`;
+  }
+
+  /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). */
+  private async checkpointNow(slug: string, message: string | undefined): Promise<CheckpointResponse> {
+    const row = this.d.row(slug);
+    if (row.state !== 'running' && row.state !== 'stopped') {
+      throw new GroveError('invalid_state', `cannot checkpoint workspace "${slug}": it is ${row.state}`, { details: { slug, state: row.state } });
+    }
+    const worktree = this.d.paths.worktree(row.project, row.name);
+    if (!existsSync(worktree)) {
+      throw new GroveError('invalid_state', `workspace "${slug}" has no worktree; start it (POST /api/workspaces/${slug}/start) to bring it back`, { details: { slug } });
+    }
+    const config = await this.d.config(row.project);
+    const who = config.git ?? DEFAULT_GIT_SETTINGS;
+    const repo = this.d.paths.repo(row.project);
+    const cp = await this.d.withLock(row.project, () =>
+      checkpointWorktree(repo, {
+        worktree,
+        branch: row.branch,
+        message: message ?? `grove: checkpoint of ${slug}`,
+        identity: { name: who.authorName, email: who.authorEmail },
+        owner: this.d.owner,
+      }),
+    );
+    if (cp.commit) this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
+    return { commit: cp.commit, branch: row.branch, files: cp.files };
+  }
+
+  /** The workspace against its fork point: the worktree's content when it has one (checkpointed or not), else the branch. */
+  async diff(slug: string, o: { maxBytes?: number } = {}): Promise<DiffResponse> {
+    const row = this.d.row(slug, { gone: true });
+    const project = this.d.project(row.project);
+    const repo = this.d.paths.repo(row.project);
+    const worktree = this.d.paths.worktree(row.project, row.name);
+    const live = row.state !== 'gone' && row.state !== 'failed' && existsSync(worktree);
+    return this.d.withLock(row.project, async () => {
+      const head = await resolveCommit(repo, `refs/heads/${row.branch}`);
+      if (!head) throw new GroveError('not_found', `branch ${row.branch} of workspace "${slug}" does not exist`, { details: { slug } });
+      const main = await resolveCommit(repo, `refs/heads/${project.defaultBranch}`);
+      if (!main) throw new GroveError('git_failed', `default branch ${project.defaultBranch} of project "${row.project}" does not exist`);
+      const base = (await mergeBase(repo, main, head)) ?? main;
+      let to = head;
+      let uncommitted = false;
+      if (live) {
+        const snap = await snapshotWorktree(repo, { worktree, parent: head });
+        uncommitted = !snap.unchanged;
+        to = snap.tree;
+      }
+      const counts = await aheadBehind(repo, main, head);
+      const files = await diffFiles(repo, base, to);
+      const { patch, truncated } = await diffPatch(repo, base, to, o.maxBytes ?? DEFAULT_DIFF_BYTES);
+      return { branch: row.branch, defaultBranch: project.defaultBranch, base, head, uncommitted, ...counts, files, patch, truncated };
+    });
+  }
+
+  /**
+   * Checkpoint, push the branch to origin, open (or refresh) its pull request. Everything that can be checked
+   * is checked before anything changes; a pull request that cannot be opened undoes the push when the push
+   * created the remote branch, and publish.failed records the step, the reason and what was undone.
+   */
+  async publish(slug: string, input: unknown = {}): Promise<PublishResponse> {
+    const req = parseOrThrow(publishRequestSchema, input ?? {}, { what: 'publish request' });
+    const first = this.d.row(slug);
+    const project = this.d.project(first.project);
+    const config = await this.d.config(first.project);
+    if (!config.forge) {
+      throw new GroveError('not_configured', `project "${first.project}" has no forge to open pull requests on; add forge {kind, baseUrl, owner, repo} with PUT /api/projects/${first.project}/config`, {
+        details: { missing: 'forge' },
+      });
+    }
+    if (!this.d.forgeToken) {
+      throw new GroveError('not_configured', 'the server has no forge token; set GROVE_FORGE_TOKEN in its environment and restart it', { details: { missing: 'token' } });
+    }
+    const repo = this.d.paths.repo(first.project);
+    const origin = await originUrl(repo);
+    if (!origin) throw new GroveError('not_configured', `project "${first.project}" has no remote (origin) to push to`, { details: { missing: 'remote' } });
+    const forge = createForge(config.forge, this.d.forgeToken);
+    return this.d.withSlug(slug, async () => {
+      const checkpoint = await this.checkpointNow(slug, req.message);
+      const row = this.d.row(slug);
+      const commit = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${row.branch}`));
+      const main = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${project.defaultBranch}`));
+      if (!commit || !main) throw new GroveError('git_failed', `branch ${row.branch} or ${project.defaultBranch} is missing from the primary clone`);
+      const { ahead } = await aheadBehind(repo, main, commit);
+      if (ahead === 0) {
+        throw new GroveError('invalid_state', `nothing to publish: ${row.branch} has no commits beyond ${project.defaultBranch}`, { details: { slug, branch: row.branch } });
+      }
+      const header = forge.gitAuthHeader(origin) ?? undefined;
+      // The header carries the token base64-encoded: both forms are blanked out of anything git says.
+      const auth = { header, redact: [this.d.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])] };
+      let pushed: PushResult;
+      try {
+        pushed = await pushBranch(repo, row.branch, auth);
+      } catch (e) {
+        const err = pushError(e, row.branch);
+        this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'push', code: err.code, reason: err.message, pushed: false });
+        throw err;
+      }
+      this.d.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
+      let pr: PullRequest;
+      try {
+        const known = row.prNumber ? await forge.getPullRequest(row.prNumber) : null;
+        pr =
+          known?.state === 'open'
+            ? known
+            : await forge.openPullRequest({
+                head: row.branch,
+                base: project.defaultBranch,
+                title: req.title ?? `${row.name} (from Grove workspace ${slug})`,
+                body: req.body ?? `Opened by Grove from workspace \`${slug}\`, branch \`${row.branch}\`.`,
+              });
+      } catch (e) {
+        let undone: string | null = null;
+        if (pushed.created) {
+          // The branch exists on the remote only because of this publish: take it back (only while it is still ours).
+          try {
+            await deleteRemoteBranch(repo, row.branch, commit, auth);
+            undone = 'deleted the branch this publish created on the remote';
+          } catch (err) {
+            undone = `could not delete the pushed branch: ${reasonOf(err)}`;
+          }
+        }
+        this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'pull-request', reason: reasonOf(e), pushed: true, undone });
+        throw e;
+      }
+      this.d.savePullRequest(row.id, pr);
+      this.d.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
+      return { checkpoint, pushed: { branch: row.branch, commit }, pullRequest: pr };
+    });
+  }
+}

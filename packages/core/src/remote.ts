@@ -1,0 +1,192 @@
+import { execFile } from 'node:child_process';
+import { mkdir, rm } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { GroveError } from '@grove/contracts';
+
+/**
+ * git against remotes (clone, fetch, push, ls-remote), hardened: no prompts, no credential helpers, no global or
+ * system config (whose url.insteadOf or helpers could redirect or prompt), only the file, http(s) and ssh
+ * transports (never ext:: or fd::), ssh in batch mode, hooks off. Positional arguments come after "--" where
+ * git accepts it; sources are validated by projectSourceSchema before they get here.
+ */
+
+// Passed through to git children that get an explicit environment; not configuration, so not in an env.ts.
+// eslint-disable-next-line no-restricted-properties
+const { PATH: CHILD_PATH = '/usr/local/bin:/usr/bin:/bin', HOME: CHILD_HOME } = process.env;
+
+const HARDENING = [
+  '-c', 'safe.directory=*',
+  '-c', 'core.hooksPath=/dev/null',
+  '-c', 'credential.helper=',
+  '-c', 'protocol.allow=never',
+  '-c', 'protocol.file.allow=always',
+  '-c', 'protocol.http.allow=always',
+  '-c', 'protocol.https.allow=always',
+  '-c', 'protocol.ssh.allow=always',
+];
+
+export type RemoteFailure = 'unreachable' | 'auth' | 'not_a_repository' | 'non_fast_forward' | 'remote_rejected' | 'other';
+
+export class RemoteGitError extends Error {
+  override name = 'RemoteGitError';
+  constructor(
+    message: string,
+    readonly reason: RemoteFailure,
+    readonly stderr: string,
+  ) {
+    super(message);
+  }
+}
+
+/** What went wrong, from git's own words (stderr of clone, fetch, ls-remote or push). */
+export function classifyRemoteFailure(stderr: string): RemoteFailure {
+  if (/\(non-fast-forward\)|\(fetch first\)|\[rejected\]/.test(stderr)) return 'non_fast_forward';
+  if (/\[remote rejected\]/.test(stderr)) return 'remote_rejected';
+  if (/could not read (Username|Password)|Authentication failed|Permission denied|terminal prompts disabled|HTTP Basic: Access denied|returned error: 40[13]|Host key verification failed/i.test(stderr)) {
+    return 'auth';
+  }
+  if (/does not appear to be a git repository|Repository not found|not a git repository|repository '[^']*' does not exist|invalid gitfile format|does not look like a v\d bundle|returned error: 404/i.test(stderr)) return 'not_a_repository';
+  if (/Could not resolve host|Connection refused|Connection timed out|No route to host|Failed to connect|unable to access|Could not read from remote repository|Network is unreachable|timed out/i.test(stderr)) {
+    return 'unreachable';
+  }
+  return 'other';
+}
+
+export interface RemoteGitOptions {
+  cwd: string;
+  /** Extra variables, e.g. GIT_DIR, or a GIT_CONFIG_* header for one push; never logged. */
+  env?: Record<string, string>;
+  timeoutMs?: number;
+  /** Strings to blank out of any error text (a token that might be echoed). */
+  redact?: string[];
+}
+
+function scrub(text: string, redact: string[] = []): string {
+  let out = text;
+  for (const s of redact) if (s) out = out.split(s).join('***');
+  // Credentials in a URL git echoes back (https://user:secret@host) never reach a message.
+  return out.replace(/([a-z]+:\/\/)[^/@\s:]*:[^/@\s]*@/gi, '$1***@');
+}
+
+/** Run git for a remote operation; rejects with RemoteGitError (classified) on failure. */
+export function remoteGit(args: string[], o: RemoteGitOptions): Promise<{ stdout: string; stderr: string }> {
+  const env: Record<string, string> = {
+    PATH: CHILD_PATH,
+    GIT_TERMINAL_PROMPT: '0',
+    GIT_CONFIG_NOSYSTEM: '1',
+    GIT_CONFIG_GLOBAL: '/dev/null',
+    // ssh reads keys and known_hosts from HOME; BatchMode: fail instead of asking for a passphrase or a host key.
+    GIT_SSH_COMMAND: 'ssh -o BatchMode=yes -o ConnectTimeout=15',
+    ...(CHILD_HOME ? { HOME: CHILD_HOME } : {}),
+    ...o.env,
+  };
+  return new Promise((resolvePromise, reject) => {
+    execFile(
+      'git',
+      [...HARDENING, ...args],
+      { cwd: o.cwd, env: env as NodeJS.ProcessEnv, timeout: o.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' },
+      (err, stdout, stderr) => {
+        if (!err) {
+          resolvePromise({ stdout, stderr });
+          return;
+        }
+        const killed = (err as { killed?: boolean }).killed === true;
+        const text = scrub(`${stderr}\n${stdout}`.trim() || err.message, o.redact);
+        reject(new RemoteGitError(killed ? `timed out after ${o.timeoutMs ?? 120_000} ms` : text, killed ? 'unreachable' : classifyRemoteFailure(text), text));
+      },
+    );
+  });
+}
+
+const CLONE_HINT: Record<RemoteFailure, string> = {
+  unreachable: 'check the address and that this host can reach it',
+  auth: 'the remote refused this host\'s credentials (ssh key or none); Grove never prompts',
+  not_a_repository: 'there is no git repository at that address',
+  non_fast_forward: '',
+  remote_rejected: '',
+  other: 'see the message',
+};
+
+/**
+ * Clone source as a bare repository at dest. On any failure dest is removed and the error says why
+ * (remote_failed with reason unreachable or auth, invalid_input when there is no repository there).
+ */
+export async function cloneBareFrom(source: string, dest: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  await mkdir(dirname(dest), { recursive: true });
+  try {
+    await remoteGit(['clone', '--bare', '--quiet', '--', source, dest], { cwd: dirname(dest), timeoutMs: opts.timeoutMs ?? 600_000 });
+  } catch (e) {
+    await rm(dest, { recursive: true, force: true });
+    if (!(e instanceof RemoteGitError)) throw e;
+    const what = `could not clone ${scrub(source)}: ${CLONE_HINT[e.reason]} (${e.message})`;
+    if (e.reason === 'not_a_repository') throw new GroveError('invalid_input', what, { details: { reason: e.reason } });
+    throw new GroveError('remote_failed', what, { details: { op: 'clone', reason: e.reason } });
+  }
+}
+
+/**
+ * Refspecs that mirror the remote's branches into the primary clone, except Grove's own grove/* branches
+ * (workspace branches live there; a published one exists on the remote too and must not be overwritten,
+ * nor pruned while it exists only here).
+ */
+export const MIRROR_REFSPECS = ['+refs/heads/*:refs/heads/*', '^refs/heads/grove/*'];
+
+/** git fetch --prune of origin into the bare primary clone. Call under the repository lock. */
+export async function fetchPrune(repo: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+  await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000 });
+}
+
+/** The URL of origin in the primary clone, or null when it has none. */
+export async function originUrl(repo: string): Promise<string | null> {
+  try {
+    const { stdout } = await remoteGit(['config', '--get', 'remote.origin.url'], { cwd: repo, env: { GIT_DIR: repo } });
+    return stdout.trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * An HTTP header for this one git process, as GIT_CONFIG_* variables (in no config file, argv or URL), with
+ * redirects off so the header never follows a redirect to another host.
+ */
+function headerEnv(header: string | undefined): Record<string, string> {
+  if (!header) return {};
+  return {
+    GIT_CONFIG_COUNT: '2',
+    GIT_CONFIG_KEY_0: 'http.extraHeader',
+    GIT_CONFIG_VALUE_0: header,
+    GIT_CONFIG_KEY_1: 'http.followRedirects',
+    GIT_CONFIG_VALUE_1: 'false',
+  };
+}
+
+export interface PushResult {
+  /** The push created the branch on the remote (it did not exist there). */
+  created: boolean;
+  /** The remote already had exactly this commit. */
+  upToDate: boolean;
+}
+
+/**
+ * Push refs/heads/<branch> to the same name on origin, never forced. header: an Authorization header for
+ * http(s) remotes, passed through GIT_CONFIG_* variables so it is in no config file, argv or URL.
+ */
+export async function pushBranch(repo: string, branch: string, opts: { header?: string; redact?: string[] } = {}): Promise<PushResult> {
+  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
+  const ref = `refs/heads/${branch}`;
+  const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 300_000 });
+  // Porcelain lines: "<flag>\t<from>:<to>\t<summary>"; * new ref, = up to date, space fast-forward.
+  const line = stdout.split('\n').find((l) => l.includes(`\t${ref}:${ref}\t`)) ?? '';
+  return { created: line.startsWith('*'), upToDate: line.startsWith('=') };
+}
+
+/**
+ * Delete the branch on origin, but only while it still points at commit (a lease): undoes a push of ours
+ * and nothing anyone pushed since.
+ */
+export async function deleteRemoteBranch(repo: string, branch: string, commit: string, opts: { header?: string; redact?: string[] } = {}): Promise<void> {
+  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
+  const ref = `refs/heads/${branch}`;
+  await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 120_000 });
+}
