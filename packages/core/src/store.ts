@@ -64,6 +64,15 @@ export function slotFree(c: Capacity): boolean {
   return c.running + c.creating < c.cap && c.queued === 0;
 }
 
+/** The row of a workspace that must be stopped to be reopened (or put in line to reopen); invalid_state otherwise. */
+function stoppedRow(tx: Tx, id: number): WorkspaceRow {
+  const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
+  if (!cur || cur.state !== 'stopped') {
+    throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
+  }
+  return cur;
+}
+
 export class Store {
   /**
    * The queries on the proxy's hot path, compiled once: building a drizzle query and preparing a new
@@ -222,10 +231,7 @@ export class Store {
   reserveStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity } {
     return this.db.transaction(
       (tx) => {
-        const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
-        if (!cur || cur.state !== 'stopped') {
-          throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
-        }
+        stoppedRow(tx, id);
         const c = this.capacity(cap, tx);
         if (!slotFree(c)) throw capacityError(c);
         const row = tx
@@ -247,10 +253,7 @@ export class Store {
   queueStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity; position: number } | undefined {
     return this.db.transaction(
       (tx) => {
-        const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
-        if (!cur || cur.state !== 'stopped') {
-          throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
-        }
+        stoppedRow(tx, id);
         const c = this.capacity(cap, tx);
         if (slotFree(c)) return undefined;
         const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
