@@ -418,6 +418,50 @@ describe('publish', () => {
   });
 });
 
+describe('fork from a pull request', () => {
+  it("starts at the pull request's head fetched from the remote, or at the default branch with the reason recorded", async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    await g.publish('demo~pr');
+    // A reviewer pushes to the pull request from elsewhere: the primary clone never fetches grove/*, so only
+    // the pull request's head can bring this commit.
+    const other = otherClone();
+    git(other, 'checkout', '-q', 'grove/pr');
+    writeFileSync(join(other, 'review.md'), 'suggested\n');
+    git(other, 'add', '.');
+    git(other, 'commit', '-q', '-m', 'review suggestion');
+    git(other, 'push', '-q', 'origin', 'grove/pr');
+    git(upstream, 'update-ref', 'refs/pull/1/head', 'refs/heads/grove/pr');
+
+    const ws = await g.fork({ project: 'demo', name: 'review', pullRequest: 1 });
+    expect(ws).toMatchObject({ state: 'running', baseRef: 'refs/grove-pr/1/head' });
+    expect(readFileSync(join(worktree('review'), 'review.md'), 'utf8')).toBe('suggested\n');
+    const repo = join(home, 'repos', 'demo');
+    expect(git(repo, 'rev-parse', 'refs/grove-pr/1/head')).toBe(git(upstream, 'rev-parse', 'refs/heads/grove/pr'));
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/review')).toBe(git(upstream, 'rev-parse', 'refs/heads/grove/pr'));
+    expect(await g.events({ slug: 'demo~review', type: 'workspace.base_fallback' })).toEqual([]);
+
+    const missing = await g.fork({ project: 'demo', name: 'nine', pullRequest: 9 });
+    expect(missing).toMatchObject({ state: 'running', baseRef: 'main' });
+    expect(existsSync(join(worktree('nine'), 'feature.md'))).toBe(false);
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/nine')).toBe(git(repo, 'rev-parse', 'main'));
+    const fell = await g.events({ slug: 'demo~nine', type: 'workspace.base_fallback' });
+    expect(fell).toHaveLength(1);
+    expect(fell[0]?.data).toMatchObject({ wanted: 'pull request #9', base: 'main' });
+    expect(String(fell[0]?.data.reason)).toMatch(/refs\/pull\/9\/head/);
+
+    renameSync(upstream, `${upstream}.moved`);
+    const offline = await g.fork({ project: 'demo', name: 'offline', pullRequest: 1 });
+    expect(offline).toMatchObject({ state: 'running', baseRef: 'main' });
+    const why = await g.events({ slug: 'demo~offline', type: 'workspace.base_fallback' });
+    expect(String(why[0]?.data.reason)).toMatch(/could not be fetched: .*does not appear to be a git repository/s);
+  });
+});
+
 describe('pull-request watcher', () => {
   async function published(config: Record<string, unknown> = {}): Promise<Grove> {
     forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
