@@ -299,7 +299,7 @@ describe('publish', () => {
     expect(out.checkpoint.files).toEqual(['feature.md']);
     expect(out.pushed).toEqual({ branch: 'grove/pr', commit: out.checkpoint.commit });
     expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(out.checkpoint.commit);
-    expect(forge?.pulls).toEqual([{ number: 1, head: 'grove/pr', base: 'main', title: 'A feature', body: 'Please review.', state: 'open', merged: false }]);
+    expect(forge?.pulls).toEqual([{ number: 1, head: 'grove/pr', base: 'main', title: 'A feature', body: 'Please review.', state: 'open', merged: false, endedAt: null }]);
     expect(out.pullRequest).toEqual({ url: `${forge?.baseUrl}/team/demo/pulls/1`, number: 1, state: 'open' });
     expect((await g.get('demo~pr')).pullRequest).toEqual(out.pullRequest);
     expect(forge?.requests.every((r) => r.endsWith(`token ${TOKEN}`))).toBe(true);
