@@ -8,6 +8,7 @@ import {
   GroveError,
   eventsQuerySchema,
   forkRequestSchema,
+  updateWorkspaceRequestSchema,
   parseOrThrow,
   restoreRequestSchema,
   slugSchema,
@@ -154,6 +155,11 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const queued = queuedBody(workspace);
     if (queued) return c.json(queued, 202);
     return c.json({ workspace } satisfies WorkspaceResponse);
+  });
+  app.patch('/api/workspaces/:slug', async (c) => {
+    const slug = slugParam(c);
+    const req = parseOrThrow(updateWorkspaceRequestSchema, await readJson(c), { what: 'workspace settings' });
+    return c.json({ workspace: await grove.update(slug, req) } satisfies WorkspaceResponse);
   });
   app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
 

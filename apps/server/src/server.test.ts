@@ -60,6 +60,10 @@ const grove: Grove = {
   stop: async (slug) => ws(slug, 'stopped'),
   start: async (slug, opts) => ws(slug, opts?.queue ? 'queued' : 'running'),
   teardown: async (slug) => ws(slug, 'gone'),
+  update: async (slug, req) => {
+    forks.push({ update: slug, ...req });
+    return { ...ws(slug, 'running'), keepCheckoutOnClose: req.keepCheckoutOnClose ?? null };
+  },
   savedWork: async (slug) => (slug === 'demo~old' ? [{ ref: 'refs/grove/demo+old/teardown/1', n: 1, commit: 'a'.repeat(40) }] : []),
   lastMessage: async (slug) => {
     if (!registry.has(slug)) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
@@ -298,6 +302,20 @@ describe('registry API', () => {
     expect(forks.at(-1)).toEqual({ project: 'demo', name: 'wait', queue: true });
     const bad = await fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify({ project: 'demo', name: 'wait', queue: 'yes' }) });
     expect(bad.status).toBe(422);
+  });
+
+  it('sets a workspace\'s keepCheckoutOnClose with PATCH; forks from a pull request or a branch, not both', async () => {
+    const patch = (body: string) => fetch(`${base}/api/workspaces/demo~feat`, { method: 'PATCH', headers: { ...auth, 'content-type': 'application/json' }, body });
+    const ok = await patch(JSON.stringify({ keepCheckoutOnClose: true }));
+    expect(ok.status).toBe(200);
+    expect((await readBody(ok)).workspace).toMatchObject({ slug: 'demo~feat', keepCheckoutOnClose: true });
+    expect(forks.at(-1)).toEqual({ update: 'demo~feat', keepCheckoutOnClose: true });
+    expect((await patch(JSON.stringify({ keepCheckoutOnClose: null }))).status).toBe(200);
+    for (const bad of [JSON.stringify({ keepCheckoutOnClose: 'yes' }), JSON.stringify({ state: 'gone' }), '{nope']) expect((await patch(bad)).status).toBe(422);
+    const fork = (body: unknown) => fetch(`${base}/api/workspaces`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    expect((await fork({ project: 'demo', name: 'review', pullRequest: 7, keepCheckoutOnClose: true })).status).toBe(201);
+    expect(forks.at(-1)).toEqual({ project: 'demo', name: 'review', pullRequest: 7, keepCheckoutOnClose: true });
+    for (const bad of [{ pullRequest: 7, from: 'main' }, { pullRequest: 0 }, { pullRequest: '7' }]) expect((await fork({ project: 'demo', name: 'review', ...bad })).status).toBe(422);
   });
 
   it('reopens with no body (200), or waits in line with {queue: true} (202); other bodies are refused', async () => {

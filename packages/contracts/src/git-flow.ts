@@ -177,4 +177,6 @@ export const forgePullSchema = z.object({
   state: z.string(),
   merged: z.boolean().nullish(),
   merged_at: z.string().nullish(),
+  /** The head commit: what was merged (or the branch's tip when it was closed). */
+  head: z.object({ sha: z.string().regex(/^[0-9a-f]{40,64}$/).nullish() }).nullish(),
 });

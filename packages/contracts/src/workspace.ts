@@ -23,6 +23,13 @@ export const workspaceSchema = z.object({
   queuePosition: z.number().int().positive().nullable(),
   /** The pull request publish opened for this workspace's branch (docs/git-flow.md); null or absent: none. */
   pullRequest: pullRequestSchema.nullable().optional(),
+  /**
+   * Why the watcher kept the workspace after its pull request was merged or closed (e.g. "2 files changed
+   * since"): work cleanup would have removed. null or absent: nothing holds it.
+   */
+  cleanupHeld: z.string().nullable().optional(),
+  /** This workspace's keepCheckoutOnClose (overrides the project's); null or absent: the project decides. */
+  keepCheckoutOnClose: z.boolean().nullable().optional(),
 });
 export type Workspace = z.infer<typeof workspaceSchema>;
 
@@ -88,6 +95,10 @@ export const eventTypeSchema = z.enum([
   'project.added',
   /** The pull-request watcher saw the workspace's pull request change state; data says whether it cleans up. */
   'workspace.pr_state',
+  /** The watcher kept a workspace whose pull request was merged or closed: data.reason says what it would have removed. */
+  'workspace.kept',
+  /** A fork could not start where it was asked to (a pull request's head); data says where it started instead and why. */
+  'workspace.base_fallback',
 ]);
 export type EventType = z.infer<typeof eventTypeSchema>;
 
@@ -118,13 +129,25 @@ export const forkRequestSchema = z
       .refine((s) => !s.startsWith('refs/grove/') || RECOVERY_REF_PATTERN.test(s), { error: 'from under refs/grove/ must be refs/grove/<slug>/teardown/<n>' })
       .optional(),
     /**
+     * Start at this pull request's head (refs/pull/<n>/head on the project's remote, which GitHub and Gitea
+     * serve); when it cannot be fetched the fork starts at the default branch and workspace.base_fallback says why.
+     */
+    pullRequest: z.number().int().positive().max(2_147_483_647).optional(),
+    /** Keep the checkout when the pull request is merged or closed, whatever the project says. */
+    keepCheckoutOnClose: z.boolean().optional(),
+    /**
      * When every sandbox slot is taken (or others already wait): wait in line (202, state queued, with its
      * position) instead of the 429 capacity_reached that stays the default.
      */
     queue: z.boolean().optional(),
   })
-  .strict();
+  .strict()
+  .refine((r) => r.from === undefined || r.pullRequest === undefined, { error: 'give from or pullRequest, not both', path: ['pullRequest'] });
 export type ForkRequest = z.infer<typeof forkRequestSchema>;
+
+/** PATCH /api/workspaces/:slug: settings of one workspace. null resets keepCheckoutOnClose to the project's. */
+export const updateWorkspaceRequestSchema = z.object({ keepCheckoutOnClose: z.boolean().nullable().optional() }).strict();
+export type UpdateWorkspaceRequest = z.infer<typeof updateWorkspaceRequestSchema>;
 
 /** POST /api/workspaces/:slug/start (body optional): with queue, a reopen at the cap waits in line (202) instead of 429. */
 export const startRequestSchema = z.object({ queue: z.boolean().optional() }).strict();

@@ -42,11 +42,12 @@ describe('github adapter', () => {
     const { base, seen } = await serve((s) =>
       s.method === 'POST'
         ? { status: 201, body: { number: 7, html_url: 'https://github.example/o/r/pull/7', state: 'open', merged_at: null } }
-        : { status: 200, body: { number: 7, html_url: 'https://github.example/o/r/pull/7', state: 'closed', merged_at: '2026-01-01T00:00:00Z' } },
+        : { status: 200, body: { number: 7, html_url: 'https://github.example/o/r/pull/7', state: 'closed', merged_at: '2026-01-01T00:00:00Z', head: { sha: 'a'.repeat(40) } } },
     );
     const gh = createForge({ kind: 'github', baseUrl: `${base}/api/v3`, owner: 'o', repo: 'r' }, TOKEN);
-    expect(await gh.openPullRequest({ head: 'grove/x', base: 'main', title: 'T', body: 'B' })).toEqual({ url: 'https://github.example/o/r/pull/7', number: 7, state: 'open' });
-    expect(await gh.getPullRequest(7)).toMatchObject({ state: 'merged' });
+    expect(await gh.openPullRequest({ head: 'grove/x', base: 'main', title: 'T', body: 'B' })).toEqual({ url: 'https://github.example/o/r/pull/7', number: 7, state: 'open', headSha: null });
+    // The head commit the forge names is what a merge took in (the watcher compares the branch with it).
+    expect(await gh.getPullRequest(7)).toMatchObject({ state: 'merged', headSha: 'a'.repeat(40) });
     expect(seen.map((s) => `${s.method} ${s.url} ${s.auth}`)).toEqual([`POST /api/v3/repos/o/r/pulls Bearer ${TOKEN}`, `GET /api/v3/repos/o/r/pulls/7 Bearer ${TOKEN}`]);
     expect(JSON.parse(seen[0]?.body ?? '{}')).toEqual({ head: 'grove/x', base: 'main', title: 'T', body: 'B' });
   });

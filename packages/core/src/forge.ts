@@ -6,23 +6,28 @@ import type { ForgeConfig, PullRequest } from '@grove/contracts';
  * implementation. The token is sent only in the Authorization header of these requests; it is blanked out of
  * every error message, and nothing here logs.
  */
+/** A pull request as the forge reports it, with the head commit it names (what a merge took in). */
+export interface ForgePull extends PullRequest {
+  headSha: string | null;
+}
+
 export interface ForgeAdapter {
   readonly kind: ForgeConfig['kind'];
   /** Open a pull request of head into base (branch names on the forge's repository). */
-  openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<PullRequest>;
-  getPullRequest(number: number): Promise<PullRequest>;
+  openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<ForgePull>;
+  getPullRequest(number: number): Promise<ForgePull>;
   /** The Authorization header for git over http(s) to this forge's host, or null when remoteUrl is elsewhere. */
   gitAuthHeader(remoteUrl: string): string | null;
 }
 
 const TIMEOUT_MS = 15_000;
 
-function toPullRequest(body: unknown, what: string): PullRequest {
+function toPullRequest(body: unknown, what: string): ForgePull {
   const r = forgePullSchema.safeParse(body);
   if (!r.success) throw new GroveError('forge_failed', `${what}: the forge answered something that is not a pull request`);
   const p = r.data;
   const state = p.merged === true || (p.merged_at ?? null) !== null ? 'merged' : p.state === 'open' ? 'open' : 'closed';
-  return { url: p.html_url, number: p.number, state };
+  return { url: p.html_url, number: p.number, state, headSha: p.head?.sha ?? null };
 }
 
 interface HttpForgeOptions {
@@ -102,12 +107,12 @@ class HttpForge implements ForgeAdapter {
     }
   }
 
-  async openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<PullRequest> {
+  async openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<ForgePull> {
     const what = `opening a pull request of ${pr.head} into ${pr.base}`;
     return toPullRequest(await this.call('POST', '/pulls', what, pr), what);
   }
 
-  async getPullRequest(number: number): Promise<PullRequest> {
+  async getPullRequest(number: number): Promise<ForgePull> {
     const what = `reading pull request #${number}`;
     return toPullRequest(await this.call('GET', `/pulls/${number}`, what), what);
   }

@@ -299,7 +299,7 @@ describe('publish', () => {
     expect(out.checkpoint.files).toEqual(['feature.md']);
     expect(out.pushed).toEqual({ branch: 'grove/pr', commit: out.checkpoint.commit });
     expect(git(upstream, 'rev-parse', 'refs/heads/grove/pr')).toBe(out.checkpoint.commit);
-    expect(forge?.pulls).toEqual([{ number: 1, head: 'grove/pr', base: 'main', title: 'A feature', body: 'Please review.', state: 'open', merged: false }]);
+    expect(forge?.pulls).toEqual([{ number: 1, head: 'grove/pr', base: 'main', title: 'A feature', body: 'Please review.', state: 'open', merged: false, endedAt: null }]);
     expect(out.pullRequest).toEqual({ url: `${forge?.baseUrl}/team/demo/pulls/1`, number: 1, state: 'open' });
     expect((await g.get('demo~pr')).pullRequest).toEqual(out.pullRequest);
     expect(forge?.requests.every((r) => r.endsWith(`token ${TOKEN}`))).toBe(true);
@@ -418,6 +418,50 @@ describe('publish', () => {
   });
 });
 
+describe('fork from a pull request', () => {
+  it("starts at the pull request's head fetched from the remote, or at the default branch with the reason recorded", async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    await g.publish('demo~pr');
+    // A reviewer pushes to the pull request from elsewhere: the primary clone never fetches grove/*, so only
+    // the pull request's head can bring this commit.
+    const other = otherClone();
+    git(other, 'checkout', '-q', 'grove/pr');
+    writeFileSync(join(other, 'review.md'), 'suggested\n');
+    git(other, 'add', '.');
+    git(other, 'commit', '-q', '-m', 'review suggestion');
+    git(other, 'push', '-q', 'origin', 'grove/pr');
+    git(upstream, 'update-ref', 'refs/pull/1/head', 'refs/heads/grove/pr');
+
+    const ws = await g.fork({ project: 'demo', name: 'review', pullRequest: 1 });
+    expect(ws).toMatchObject({ state: 'running', baseRef: 'refs/grove-pr/1/head' });
+    expect(readFileSync(join(worktree('review'), 'review.md'), 'utf8')).toBe('suggested\n');
+    const repo = join(home, 'repos', 'demo');
+    expect(git(repo, 'rev-parse', 'refs/grove-pr/1/head')).toBe(git(upstream, 'rev-parse', 'refs/heads/grove/pr'));
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/review')).toBe(git(upstream, 'rev-parse', 'refs/heads/grove/pr'));
+    expect(await g.events({ slug: 'demo~review', type: 'workspace.base_fallback' })).toEqual([]);
+
+    const missing = await g.fork({ project: 'demo', name: 'nine', pullRequest: 9 });
+    expect(missing).toMatchObject({ state: 'running', baseRef: 'main' });
+    expect(existsSync(join(worktree('nine'), 'feature.md'))).toBe(false);
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/nine')).toBe(git(repo, 'rev-parse', 'main'));
+    const fell = await g.events({ slug: 'demo~nine', type: 'workspace.base_fallback' });
+    expect(fell).toHaveLength(1);
+    expect(fell[0]?.data).toMatchObject({ wanted: 'pull request #9', base: 'main' });
+    expect(String(fell[0]?.data.reason)).toMatch(/refs\/pull\/9\/head/);
+
+    renameSync(upstream, `${upstream}.moved`);
+    const offline = await g.fork({ project: 'demo', name: 'offline', pullRequest: 1 });
+    expect(offline).toMatchObject({ state: 'running', baseRef: 'main' });
+    const why = await g.events({ slug: 'demo~offline', type: 'workspace.base_fallback' });
+    expect(String(why[0]?.data.reason)).toMatch(/could not be fetched: .*does not appear to be a git repository/s);
+  });
+});
+
 describe('pull-request watcher', () => {
   async function published(config: Record<string, unknown> = {}): Promise<Grove> {
     forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
@@ -430,24 +474,96 @@ describe('pull-request watcher', () => {
     return g;
   }
 
-  it('tears a workspace down when its pull request is merged, keeping the branch', async () => {
+  it('tears a workspace down when its pull request is merged and nothing changed after, keeping the branch', async () => {
     const g = await published();
     expect((await g.watchPullRequests()).changed).toEqual([]);
     forge?.merge(1);
-    // Uncommitted work after publishing is saved before the worktree goes.
-    writeFileSync(join(worktree('pr'), 'after.md'), 'late\n');
     const r = await g.watchPullRequests();
     expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true }]);
     expect(r.fetched).toEqual(['demo']);
     const ws = await g.get('demo~pr');
     expect(ws.state).toBe('gone');
     expect(ws.pullRequest?.state).toBe('merged');
+    expect(ws.cleanupHeld).toBeNull();
     expect(existsSync(worktree('pr'))).toBe(false);
     const repo = join(home, 'repos', 'demo');
     expect(git(repo, 'rev-parse', 'grove/pr')).toBe(git(repo, 'rev-parse', 'main'));
     const types = (await g.events({ slug: 'demo~pr', limit: 1000 })).map((e) => e.type);
-    expect(types.slice(types.indexOf('workspace.pr_state'))).toEqual(expect.arrayContaining(['workspace.pr_state', 'workspace.saved', 'workspace.cleaned']));
-    expect((await g.savedWork('demo~pr')).length).toBe(1);
+    expect(types.slice(types.indexOf('workspace.pr_state'))).toEqual(expect.arrayContaining(['workspace.pr_state', 'workspace.cleaned']));
+    expect(types).not.toContain('workspace.kept');
+    expect(await g.savedWork('demo~pr')).toEqual([]);
+  });
+
+  it('keeps a merged workspace with uncommitted work, says why once, and cleans up when the work is gone', async () => {
+    const g = await published();
+    const repo = join(home, 'repos', 'demo');
+    const pushed = git(repo, 'rev-parse', 'grove/pr');
+    forge?.merge(1);
+    writeFileSync(join(worktree('pr'), 'after.md'), 'late\n');
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature, edited after the merge\n');
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: false, held: '2 files changed since' }]);
+    expect(await g.get('demo~pr')).toMatchObject({ state: 'running', cleanupHeld: '2 files changed since', pullRequest: { state: 'merged' } });
+    // Nothing lost, nothing moved.
+    expect(readFileSync(join(worktree('pr'), 'after.md'), 'utf8')).toBe('late\n');
+    expect(readFileSync(join(worktree('pr'), 'feature.md'), 'utf8')).toBe('# a feature, edited after the merge\n');
+    expect(git(repo, 'rev-parse', 'grove/pr')).toBe(pushed);
+    expect(await g.savedWork('demo~pr')).toEqual([]);
+    // Later passes look again, record nothing new while the work is there, and refresh the reason.
+    rmSync(join(worktree('pr'), 'after.md'));
+    expect((await g.watchPullRequests()).changed).toEqual([]);
+    expect((await g.get('demo~pr')).cleanupHeld).toBe('1 file changed since');
+    const kept = await g.events({ slug: 'demo~pr', type: 'workspace.kept' });
+    expect(kept).toHaveLength(1);
+    expect(kept[0]?.data).toMatchObject({ reason: '2 files changed since', pr: 1, state: 'merged' });
+    // The user puts it back as merged: nothing holds it any more.
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    expect((await g.watchPullRequests()).changed).toEqual([{ slug: 'demo~pr', from: 'merged', to: 'merged', cleaned: true }]);
+    expect(await g.get('demo~pr')).toMatchObject({ state: 'gone', cleanupHeld: null });
+  });
+
+  it('keeps a merged workspace whose branch has a commit after the merged head', async () => {
+    const g = await published();
+    const repo = join(home, 'repos', 'demo');
+    writeFileSync(join(worktree('pr'), 'more.md'), 'more\n');
+    const cp = await g.checkpoint('demo~pr', { message: 'after publishing' });
+    forge?.merge(1);
+    const r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~pr', from: 'open', to: 'merged', cleaned: false, held: "1 commit after the pull request's head" }]);
+    expect(await g.get('demo~pr')).toMatchObject({ state: 'running', cleanupHeld: "1 commit after the pull request's head" });
+    expect(git(repo, 'rev-parse', 'grove/pr')).toBe(cp.commit);
+    expect(existsSync(join(worktree('pr'), 'more.md'))).toBe(true);
+    // Publishing again opens a new pull request for it; the hold is over.
+    const again = await g.publish('demo~pr');
+    expect(again.pullRequest).toMatchObject({ number: 2, state: 'open' });
+    expect((await g.get('demo~pr')).cleanupHeld).toBeNull();
+  });
+
+  it('honours the workspace\'s keepCheckoutOnClose over the project\'s, set at fork or by update', async () => {
+    const g = await published({ keepCheckoutOnClose: true });
+    await g.fork({ project: 'demo', name: 'go', keepCheckoutOnClose: false });
+    expect((await g.get('demo~go')).keepCheckoutOnClose).toBe(false);
+    writeFileSync(join(worktree('go'), 'go.md'), 'go\n');
+    await g.publish('demo~go');
+    expect((await g.update('demo~pr', { keepCheckoutOnClose: false })).keepCheckoutOnClose).toBe(false);
+    forge?.merge(1);
+    forge?.closePull(2);
+    let r = await g.watchPullRequests();
+    expect(r.changed).toEqual([
+      { slug: 'demo~pr', from: 'open', to: 'merged', cleaned: true },
+      { slug: 'demo~go', from: 'open', to: 'closed', cleaned: true },
+    ]);
+    // And the other way: the project cleans up, the workspace keeps.
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge?.baseUrl, owner: 'team', repo: 'demo' }, keepCheckoutOnClose: false });
+    await g.fork({ project: 'demo', name: 'keep' });
+    writeFileSync(join(worktree('keep'), 'keep.md'), 'keep\n');
+    await g.publish('demo~keep');
+    expect((await g.update('demo~keep', { keepCheckoutOnClose: true })).keepCheckoutOnClose).toBe(true);
+    forge?.closePull(3);
+    r = await g.watchPullRequests();
+    expect(r.changed).toEqual([{ slug: 'demo~keep', from: 'open', to: 'closed', cleaned: false }]);
+    expect(await g.get('demo~keep')).toMatchObject({ state: 'running', cleanupHeld: null, keepCheckoutOnClose: true });
+    await expect(g.update('demo~keep', { keepCheckoutOnClose: 'yes' } as never)).rejects.toMatchObject({ code: 'invalid_input' });
   });
 
   it('keeps the checkout of a closed pull request when the project says keepCheckoutOnClose', async () => {

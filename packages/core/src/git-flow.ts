@@ -5,9 +5,10 @@ import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow
 import type { CheckpointResponse, DiffResponse, EventType, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import type { Logger } from 'pino';
-import { aheadBehind, checkpointWorktree, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
+import { aheadBehind, changedPaths, checkpointWorktree, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
 import { createForge } from './forge.ts';
-import { RemoteGitError, deleteRemoteBranch, fetchPrune, originUrl, pushBranch } from './remote.ts';
+import type { ForgePull } from './forge.ts';
+import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';
 import type { PushResult } from './remote.ts';
 import type { GrovePaths } from './paths.ts';
 
@@ -34,7 +35,10 @@ export interface GitFlowDeps {
   project(name: string): ProjectRow;
   /** The live row of a slug, or the newest one when with gone is true; throws workspace_not_found. */
   row(slug: string, o?: { gone?: boolean }): WorkspaceRow;
+  /** Stores the pull request; an open one also clears cleanupHeld (a re-publish starts over). */
   savePullRequest(id: number, pr: PullRequest): void;
+  /** Why the watcher keeps this workspace after its pull request ended (null: nothing holds it). */
+  setCleanupHeld(id: number, reason: string | null): void;
   forgeToken: string | null;
   /** Live workspace rows and registered projects, for the watcher. */
   liveRows(): WorkspaceRow[];
@@ -69,7 +73,8 @@ export interface WatchResult {
   fetched: string[];
   /** Projects whose fetch failed, with the reason (their workspaces were still checked). */
   fetchFailed: Array<{ project: string; reason: string }>;
-  changed: Array<{ slug: string; from: string; to: string; cleaned: boolean }>;
+  /** held: why a merged or closed one was kept instead of cleaned up (work the cleanup would remove). */
+  changed: Array<{ slug: string; from: string; to: string; cleaned: boolean; held?: string }>;
 }
 
 export class GitFlow {
@@ -96,8 +101,10 @@ export class GitFlow {
    * One pass of the scheduled work: fetch --prune every project's primary clone, then derive each published
    * workspace's pull-request state from the remote — the forge's answer, or, when the forge cannot say (none
    * configured, no token, unreachable), whether the branch's tip is contained in the default branch after the
-   * fetch (merged). A merged or closed one is torn down (the branch is kept, uncommitted work saved first)
-   * unless the project sets keepCheckoutOnClose. Concurrent calls share one pass.
+   * fetch (merged). A merged or closed one is torn down (the branch is kept) unless keepCheckoutOnClose says
+   * otherwise (the workspace's, else the project's) or cleanup would remove work: uncommitted changes, or commits
+   * after the head the pull request took in. Then it is kept, and cleanupHeld says why; later passes look again
+   * and clean up once nothing holds it. Concurrent calls share one pass.
    */
   watch(): Promise<WatchResult> {
     this.sweeping ??= this.sweep().finally(() => {
@@ -120,7 +127,9 @@ export class GitFlow {
       }
     }
     for (const row of this.d.liveRows()) {
-      if (!row.prNumber || !row.prState || row.prState !== 'open') continue;
+      if (!row.prNumber || !row.prState) continue;
+      // Open ones for their state; ended ones that were kept for work, to see whether it is still there.
+      if (row.prState !== 'open' && row.cleanupHeld === null) continue;
       if (row.state !== 'running' && row.state !== 'stopped') continue;
       try {
         const change = await this.check(row);
@@ -137,9 +146,12 @@ export class GitFlow {
     const number = row.prNumber ?? 0;
     let state: PullRequest['state'] | null = null;
     let source = 'forge';
+    let headSha: string | null = null;
     if (config.forge && this.d.forgeToken) {
       try {
-        state = (await createForge(config.forge, this.d.forgeToken).getPullRequest(number)).state;
+        const pr = await createForge(config.forge, this.d.forgeToken).getPullRequest(number);
+        state = pr.state;
+        headSha = pr.headSha;
       } catch (e) {
         this.d.log.warn({ slug: row.slug }, `forge could not say the state of #${number}; checking the branch instead: ${reasonOf(e)}`);
       }
@@ -155,12 +167,60 @@ export class GitFlow {
       });
       state = contained ? 'merged' : 'open';
     }
-    if (state === row.prState) return null;
-    const cleaned = state !== 'open' && config.keepCheckoutOnClose !== true;
-    this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
-    this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from: row.prState, to: state, source, cleanup: cleaned });
+    const changed = state !== row.prState;
+    const from = row.prState ?? 'open';
+    if (changed) this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
+    if (state === 'open') {
+      if (!changed) return null;
+      this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: false });
+      return { slug: row.slug, from, to: state, cleaned: false };
+    }
+    const keep = (row.keepCheckoutOnClose ?? config.keepCheckoutOnClose) === true;
+    const held = keep ? null : await this.holdReason(row, headSha);
+    const cleaned = !keep && held === null;
+    if (changed) this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: cleaned, ...(held ? { held } : {}) });
+    if (held !== null) {
+      // Recorded once, when the hold starts; later passes only refresh the reason the card shows.
+      if (row.cleanupHeld === null) this.d.emit(row.slug, 'workspace.kept', { workspaceId: row.id, reason: held, pr: number, state });
+      if (held !== row.cleanupHeld) this.d.setCleanupHeld(row.id, held);
+      if (!changed) return null;
+      return { slug: row.slug, from, to: state, cleaned: false, held };
+    }
+    if (row.cleanupHeld !== null) this.d.setCleanupHeld(row.id, null);
     if (cleaned) await this.d.teardown(row.slug);
-    return { slug: row.slug, from: row.prState ?? 'open', to: state, cleaned };
+    if (!changed && !cleaned) return null;
+    return { slug: row.slug, from, to: state, cleaned };
+  }
+
+  /**
+   * What a cleanup after the pull request ended would remove, or null when nothing: uncommitted changes in the
+   * worktree (teardown would only save them to a recovery ref), and commits on the branch that neither the
+   * default branch nor the head the forge says the pull request took in contains. A head the primary clone does
+   * not have (pushed from elsewhere) cannot vouch for anything, so only the default branch counts then: this
+   * errs towards keeping.
+   */
+  private async holdReason(row: WorkspaceRow, headSha: string | null): Promise<string | null> {
+    const project = this.d.project(row.project);
+    const repo = this.d.paths.repo(row.project);
+    const worktree = this.d.paths.worktree(row.project, row.name);
+    return this.d.withLock(row.project, async () => {
+      const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
+      if (!tip) return `its branch ${row.branch} is missing`;
+      const bases: string[] = [];
+      for (const ref of [`refs/heads/${project.defaultBranch}`, headSha]) {
+        const commit = ref ? await resolveCommit(repo, ref) : null;
+        if (commit) bases.push(commit);
+      }
+      const why: string[] = [];
+      if (existsSync(worktree)) {
+        const snap = await snapshotWorktree(repo, { worktree, parent: tip });
+        const files = snap.unchanged ? 0 : (await changedPaths(repo, tip, snap.tree)).length;
+        if (files > 0) why.push(`${files} ${files === 1 ? 'file' : 'files'} changed since`);
+      }
+      const after = bases.length > 0 ? await commitsNotIn(repo, tip, bases) : 1;
+      if (after > 0) why.push(`${after} ${after === 1 ? 'commit' : 'commits'} after the pull request's head`);
+      return why.length > 0 ? why.join(', ') : null;
+    });
   }
 
   /**
@@ -179,6 +239,31 @@ export class GitFlow {
       this.d.emit(slug, 'project.fetch_failed', { project, reason });
       return { ok: false, reason };
     }
+  }
+
+  /**
+   * The base of a fork from pull request n, under the caller's repository lock: its head fetched from origin
+   * into pullHeadRef(n), or — when it cannot be (no remote, no such pull request, unreachable) — the default
+   * branch, with workspace.base_fallback saying why. Never throws.
+   */
+  async pullRequestBase(project: string, slug: string, o: { workspaceId: number; n: number }): Promise<string> {
+    const repo = this.d.paths.repo(project);
+    const fallback = this.d.project(project).defaultBranch;
+    let reason: string;
+    try {
+      if (await originUrl(repo)) {
+        await fetchPullHead(repo, o.n, { timeoutMs: FETCH_BEFORE_FORK_MS });
+        if (await resolveCommit(repo, pullHeadRef(o.n))) return pullHeadRef(o.n);
+        reason = `the remote's refs/pull/${o.n}/head is not a commit`;
+      } else {
+        reason = `project "${project}" has no remote to fetch pull requests from`;
+      }
+    } catch (e) {
+      reason = `pull request #${o.n}'s head could not be fetched: ${reasonOf(e)}`;
+    }
+    this.d.log.warn({ project, slug }, `fork of ${slug} starts at ${fallback} instead of pull request #${o.n}: ${reason}`);
+    this.d.emit(slug, 'workspace.base_fallback', { workspaceId: o.workspaceId, wanted: `pull request #${o.n}`, base: fallback, reason });
+    return fallback;
   }
 
   async checkpoint(slug: string, input: unknown = {}): Promise<CheckpointResponse> {
@@ -334,7 +419,7 @@ export class GitFlow {
         throw err;
       }
       this.d.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
-      let pr: PullRequest;
+      let pr: ForgePull;
       try {
         const known = row.prNumber ? await forge.getPullRequest(row.prNumber) : null;
         pr =
@@ -362,7 +447,7 @@ export class GitFlow {
       }
       this.d.savePullRequest(row.id, pr);
       this.d.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
-      return { checkpoint, pushed: { branch: row.branch, commit }, pullRequest: pr };
+      return { checkpoint, pushed: { branch: row.branch, commit }, pullRequest: { url: pr.url, number: pr.number, state: pr.state } };
     });
   }
 }

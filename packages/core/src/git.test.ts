@@ -139,6 +139,20 @@ describe('git', () => {
     expect(await branchExists(repo, 'grove/work')).toBe(true);
   });
 
+  it('does not delete an "empty" branch whose commits no other ref holds', async () => {
+    // A base commit only this branch points at (made on the side, like a fetched head whose ref went away).
+    const tree = git(repo, 'rev-parse', 'main^{tree}');
+    const lonely = git(repo, 'commit-tree', tree, '-p', 'main', '-m', 'held by one branch only');
+    git(repo, 'update-ref', 'refs/heads/grove/lonely', lonely);
+    expect(await commitsBeyond(repo, 'grove/lonely', lonely)).toBe(0);
+    expect(await deleteBranchIfEmpty(repo, 'grove/lonely', lonely)).toBe(false);
+    expect(git(repo, 'rev-parse', 'refs/heads/grove/lonely')).toBe(lonely);
+    // Once another ref holds it, the branch is only a name and goes.
+    git(repo, 'update-ref', 'refs/tags/keep-lonely', lonely);
+    expect(await deleteBranchIfEmpty(repo, 'grove/lonely', lonely)).toBe(true);
+    expect(await branchExists(repo, 'grove/lonely')).toBe(false);
+  });
+
   it('fails worktree add on a bad base with git_failed', async () => {
     const path = join(tmp, 'worktrees', 'demo', 'bad');
     await expect(ensureWorktree(repo, { path, branch: 'grove/bad', base: 'nope' })).rejects.toMatchObject({ code: 'git_failed' });

@@ -217,11 +217,19 @@ export async function commitsBeyond(repo: string, branch: string, base: string):
   }
 }
 
-/** Delete branch only when it holds no work (no commits beyond base). Returns whether it was deleted. */
+/**
+ * Delete branch only when it holds no work: no commits beyond base, and every commit on it still reachable from
+ * another ref (so a base that only this branch held is not lost with it). The delete names the tip it checked,
+ * so a branch that moved in between is left alone. Returns whether it was deleted.
+ */
 export async function deleteBranchIfEmpty(repo: string, branch: string, base: string): Promise<boolean> {
-  if (!(await branchExists(repo, branch))) return false;
+  const ref = `refs/heads/${branch}`;
+  const tip = await resolveCommit(repo, ref);
+  if (!tip) return false;
   if ((await commitsBeyond(repo, branch, base)) !== 0) return false;
-  await raw(repo, ['branch', '-D', branch], `deleting branch ${branch}`);
+  const orphaned = (await raw(repo, ['rev-list', '--count', tip, '--not', `--exclude=${ref}`, '--all'], `checking what only ${branch} holds`)).trim();
+  if (orphaned !== '0') return false;
+  await raw(repo, ['update-ref', '-d', ref, tip], `deleting branch ${branch}`);
   return true;
 }
 
@@ -474,6 +482,12 @@ export async function aheadBehind(repo: string, base: string, head: string): Pro
   const out = (await raw(repo, ['rev-list', '--left-right', '--count', `${base}...${head}`, '--'], 'counting commits ahead and behind')).trim();
   const [behind = 0, ahead = 0] = out.split(/\s+/).map((n) => Number.parseInt(n, 10));
   return { ahead, behind };
+}
+
+/** Commits reachable from tip but from none of bases (all must resolve). */
+export async function commitsNotIn(repo: string, tip: string, bases: string[]): Promise<number> {
+  const out = await raw(repo, ['rev-list', '--count', tip, '--not', ...bases, '--'], 'counting commits not merged');
+  return Number.parseInt(out.trim(), 10);
 }
 
 export interface TreeDiffFile {

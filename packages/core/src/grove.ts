@@ -5,6 +5,7 @@ import {
   DEFAULT_WORKSPACE_NAME,
   GroveError,
   forkRequestSchema,
+  updateWorkspaceRequestSchema,
   isGroveError,
   makeSlug,
   nameSchema,
@@ -16,7 +17,7 @@ import {
   egressPolicySchema,
   projectSourceSchema,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
@@ -46,7 +47,7 @@ import type { RecoveryRefEntry, SavedWork } from './git.ts';
 import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
 import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
-import { cloneBareFrom } from './remote.ts';
+import { cloneBareFrom, pullHeadRef, pullOfRef } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
@@ -223,7 +224,8 @@ class GroveImpl implements Grove {
         if (!row) throw notFound(slug);
         return row;
       },
-      savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state }),
+      savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) }),
+      setCleanupHeld: (id, reason) => void this.store.update(id, { cleanupHeld: reason }),
       forgeToken: opts.forgeToken ?? null,
       owner,
       liveRows: () => this.store.rows({ states: LIVE_STATES }),
@@ -388,14 +390,35 @@ class GroveImpl implements Grove {
 
   async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
-    const { project, name, from, queue } = parseForkRequest(req);
+    const { project, name, from, queue, pullRequest, keepCheckoutOnClose } = parseForkRequest(req);
     const proj = this.requireProject(project);
     // A config edited into something invalid since the project was added is refused before a slot is taken.
     await readProjectConfig(this.paths.projectConfig(project));
-    return this.create({ project: proj, name, isDefault: false, baseRef: from ?? proj.defaultBranch, wait: opts.wait ?? true, queue: queue ?? false });
+    // A pull request's head is fetched when the fork runs (runCreate); until then the base names where it will be.
+    const baseRef = pullRequest ? pullHeadRef(pullRequest) : (from ?? proj.defaultBranch);
+    return this.create({ project: proj, name, isDefault: false, baseRef, wait: opts.wait ?? true, queue: queue ?? false, keepCheckoutOnClose });
   }
 
-  private async create(c: { project: ProjectRow; name: string; isDefault: boolean; baseRef: string; wait: boolean; queue?: boolean }): Promise<Workspace> {
+  /** PATCH /api/workspaces/:slug: the workspace's own settings (keepCheckoutOnClose; null: the project's). */
+  async update(slug: string, req: UpdateWorkspaceRequest): Promise<Workspace> {
+    this.assertOpen();
+    const body = parseOrThrow(updateWorkspaceRequestSchema, req, { what: 'workspace settings' });
+    const row = this.requireLive(slug);
+    if (body.keepCheckoutOnClose === undefined) return toWorkspace(row);
+    const updated = this.store.update(row.id, { keepCheckoutOnClose: body.keepCheckoutOnClose });
+    if (!updated) throw notFound(slug);
+    return toWorkspace(updated);
+  }
+
+  private async create(c: {
+    project: ProjectRow;
+    name: string;
+    isDefault: boolean;
+    baseRef: string;
+    wait: boolean;
+    queue?: boolean;
+    keepCheckoutOnClose?: boolean;
+  }): Promise<Workspace> {
     const slug = validSlug(makeSlug(c.project.name, c.name));
     const socketBytes = Buffer.byteLength(this.paths.socket(slug));
     if (socketBytes > MAX_SOCKET_PATH_BYTES) {
@@ -418,7 +441,7 @@ class GroveImpl implements Grove {
     const repo = this.paths.repo(c.project.name);
     const branch = c.isDefault ? 'grove/default' : await this.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
     const { row, capacity, position } = this.store.reserveNew(
-      { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef },
+      { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef, keepCheckoutOnClose: c.keepCheckoutOnClose ?? null },
       this.opts.maxRunning,
       { queue: c.queue },
     );
@@ -488,6 +511,11 @@ class GroveImpl implements Grove {
       const path = this.paths.worktree(project, row.name);
       const wt = await this.lock.withLock(project, async () => {
         await this.flow.fetchBeforeFork(project, slug);
+        const pr = pullOfRef(row.baseRef);
+        if (pr !== null) {
+          const base = await this.flow.pullRequestBase(project, slug, { workspaceId: row.id, n: pr });
+          if (base !== row.baseRef) row = this.store.update(row.id, { baseRef: base }) ?? row;
+        }
         const baseCommit = await resolveCommit(repo, row.baseRef);
         if (!baseCommit) throw new StepFailure(`base "${row.baseRef}" is not a branch, tag or commit of project "${project}"`);
         undo.baseCommit = baseCommit;

@@ -136,6 +136,25 @@ export async function fetchPrune(repo: string, opts: { timeoutMs?: number } = {}
   await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000 });
 }
 
+/** Where a pull request's head is kept in the primary clone: Grove's own namespace, outside refs/heads (never pushed, never pruned). */
+export function pullHeadRef(n: number): string {
+  return `refs/grove-pr/${n}/head`;
+}
+
+/** The pull request number of a ref made by pullHeadRef, or null for any other ref. */
+export function pullOfRef(ref: string): number | null {
+  const m = /^refs\/grove-pr\/([1-9][0-9]{0,9})\/head$/.exec(ref);
+  return m ? Number(m[1]) : null;
+}
+
+/**
+ * Fetch refs/pull/<n>/head (which GitHub and Gitea serve for every pull request) from origin into
+ * pullHeadRef(n). Call under the repository lock.
+ */
+export async function fetchPullHead(repo: string, n: number, opts: { timeoutMs?: number } = {}): Promise<void> {
+  await remoteGit(['fetch', '--quiet', '--no-tags', 'origin', `+refs/pull/${n}/head:${pullHeadRef(n)}`], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000 });
+}
+
 /** The URL of origin in the primary clone, or null when it has none. */
 export async function originUrl(repo: string): Promise<string | null> {
   try {

@@ -37,6 +37,8 @@ export function toWorkspace(r: WorkspaceRow, queuePosition: number | null = null
     lastActivityAt: r.lastActivityAt,
     queuePosition: r.state === 'queued' ? queuePosition : null,
     pullRequest: r.prUrl && r.prNumber && r.prState ? { url: r.prUrl, number: r.prNumber, state: r.prState } : null,
+    cleanupHeld: r.cleanupHeld,
+    keepCheckoutOnClose: r.keepCheckoutOnClose,
   };
 }
 

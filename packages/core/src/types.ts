@@ -1,5 +1,5 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
-import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
+import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
@@ -94,6 +94,8 @@ export interface Grove {
    * untracked files that are not ignored) is first saved to refs/grove/<slug>/teardown/<n>.
    */
   teardown(slug: string): Promise<Workspace>;
+  /** PATCH /api/workspaces/:slug: the workspace's own settings; keepCheckoutOnClose null goes back to the project's. */
+  update(slug: string, req: UpdateWorkspaceRequest): Promise<Workspace>;
   /** The recovery refs of a slug (live or gone), oldest first. */
   savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>>;
   /** Fork a new workspace (req.name) from a recovery ref of slug: the newest, or number req.n. Like fork otherwise. */

@@ -50,6 +50,13 @@ export const workspaces = sqliteTable(
     prUrl: text('pr_url'),
     prNumber: integer('pr_number'),
     prState: text('pr_state').$type<'open' | 'closed' | 'merged'>(),
+    /**
+     * Why the watcher kept this workspace after its pull request was merged or closed (work it would otherwise
+     * remove: uncommitted files, commits after the merged head); null when nothing holds it.
+     */
+    cleanupHeld: text('cleanup_held'),
+    /** Per-workspace override of the project's keepCheckoutOnClose; null: the project decides. */
+    keepCheckoutOnClose: integer('keep_checkout_on_close', { mode: 'boolean' }),
   },
   (t) => [
     // A live slug is unique (queued rows included: they hold their name while waiting for a slot); gone and

@@ -58,6 +58,12 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {/* A stopped workspace carries a reason only when it stopped on its own (crash, out of memory). */}
       {(w.state === 'failed' || w.state === 'stopped') && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}
+      {/* Its pull request ended but cleanup would have removed work: kept, and why (docs/git-flow.md). */}
+      {w.cleanupHeld ? (
+        <p className="card-reason" role="status">
+          Kept after the {w.pullRequest?.state === 'closed' ? 'close' : 'merge'}: {w.cleanupHeld}
+        </p>
+      ) : null}
       {w.state === 'queued' ? (
         <p className="card-queue" role="status">
           <strong>#{w.queuePosition ?? '?'} in line</strong> for a sandbox; it starts by itself when one frees.

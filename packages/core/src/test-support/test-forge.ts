@@ -13,6 +13,8 @@ export interface TestPull {
   body: string;
   state: 'open' | 'closed';
   merged: boolean;
+  /** The head commit when it was merged or closed (the forge reports the branch's tip while it is open). */
+  endedAt: string | null;
 }
 
 export interface TestForge {
@@ -72,10 +74,20 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
       execFileSync('git', ['-c', 'safe.directory=*', 'update-ref', `refs/heads/${p.base}`, head], { cwd: o.bare });
       p.state = 'closed';
       p.merged = true;
+      p.endedAt = head;
     },
     closePull(n) {
-      find(n).state = 'closed';
+      const p = find(n);
+      p.state = 'closed';
+      p.endedAt = headOf(p.head);
     },
+  };
+  const headOf = (branch: string): string | null => {
+    try {
+      return execFileSync('git', ['-c', 'safe.directory=*', 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], { cwd: o.bare, encoding: 'utf8' }).trim() || null;
+    } catch {
+      return null;
+    }
   };
   const prefix = `/api/v1/repos/${o.owner}/${o.repo}/pulls`;
   const toJson = (p: TestPull) => ({
@@ -83,7 +95,7 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
     html_url: `${forge.baseUrl}/${o.owner}/${o.repo}/pulls/${p.number}`,
     state: p.state,
     merged: p.merged,
-    head: { ref: p.head },
+    head: { ref: p.head, sha: p.endedAt ?? headOf(p.head) },
     base: { ref: p.base },
     title: p.title,
   });
@@ -142,8 +154,10 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
         if (!b.head || !b.base || !b.title) return send(res, 422, { message: 'head, base and title are required' });
         if (!branchExists(o.bare, b.head) || !branchExists(o.bare, b.base)) return send(res, 404, { message: `branch ${b.head} or ${b.base} does not exist` });
         if (forge.pulls.some((p) => p.head === b.head && p.base === b.base && p.state === 'open')) return send(res, 409, { message: 'pull request already exists for these targets' });
-        const pull: TestPull = { number: forge.pulls.length + 1, head: b.head, base: b.base, title: b.title, body: b.body ?? '', state: 'open', merged: false };
+        const pull: TestPull = { number: forge.pulls.length + 1, head: b.head, base: b.base, title: b.title, body: b.body ?? '', state: 'open', merged: false, endedAt: null };
         forge.pulls.push(pull);
+        // Like Gitea and GitHub: the head is also served as refs/pull/<n>/head (forks from a pull request read it).
+        execFileSync('git', ['-c', 'safe.directory=*', 'update-ref', `refs/pull/${pull.number}/head`, `refs/heads/${b.head}`], { cwd: o.bare });
         return send(res, 201, toJson(pull));
       }
       const m = new RegExp(`^${prefix}/(\\d+)$`).exec(url);
