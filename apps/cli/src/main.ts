@@ -542,7 +542,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-function exitCodeFor(e: unknown): number {
+export function exitCodeFor(e: unknown): number {
   if (e instanceof Exit) return e.code;
   if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
   if (e instanceof ApiError) {
