@@ -80,6 +80,12 @@ describe('the Changes panel', () => {
     expect(await panel.getByText('uncommitted work').count()).toBe(0);
     expect(git(path.join(s.home, 'repos', 'app'), 'log', '-1', '--format=%s', 'grove/feat')).toBe('Say hello');
 
+    // A checkpoint from elsewhere (the API, as the CLI does) reaches the panel through its event, without Refresh.
+    fs.writeFileSync(path.join(s.home, 'worktrees', 'app', 'feat', 'second.txt'), 'second\n');
+    expect((await s.api('POST', '/api/workspaces/app~feat/checkpoint', { message: 'Second' })).status).toBe(200);
+    await panel.getByText('2 commits ahead of main, 0 behind').waitFor();
+    await panel.getByRole('button', { name: /second\.txt/ }).waitFor();
+
     // No forge in the project config yet: the refusal says what is missing and how to add it.
     await panel.getByRole('button', { name: 'Publish', exact: true }).click();
     const pub = page.getByRole('dialog', { name: 'Publish feat' });
