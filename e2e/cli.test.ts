@@ -6,11 +6,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
-import { listWorkspacesResponseSchema, type LastMessage, type ThreadLine, type Workspace } from '@grove/contracts';
-import { TOKEN, cleanup, makeHome, useServer, waitFor } from './harness.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { diffResponseSchema, listProjectsResponseSchema, listWorkspacesResponseSchema, publishResponseSchema, type LastMessage, type ThreadLine, type Workspace } from '@grove/contracts';
+import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
+import { TOKEN, cleanup, git, makeHome, useServer, waitFor } from './harness.ts';
 
-const fx = useServer('cli', { GROVE_MAX_RUNNING: '2' });
+const FORGE_TOKEN = 'e2e-cli-forge-token-93be04aa';
+const fx = useServer('cli', { GROVE_MAX_RUNNING: '2', GROVE_FORGE_TOKEN: FORGE_TOKEN });
 
 const exec = promisify(execFile);
 const bin = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../apps/cli/bin/grove.mjs');
@@ -253,11 +255,97 @@ describe('grove CLI', () => {
   });
 
   it('has help with an example on every command', async () => {
-    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs']) {
-      const help = await grove(cmd, '--help');
+    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs', 'project add', 'projects', 'checkpoint', 'diff', 'publish']) {
+      const help = await grove(...cmd.split(' '), '--help');
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`grove ${cmd}`);
       expect(help.stdout, cmd).toMatch(/Examples?:\n {2}\S*grove /);
     }
+  });
+});
+
+describe('grove and a project from a repository: project add, projects, diff, checkpoint, publish, the PR in ls', () => {
+  const remoteHome = makeHome('cli-remote');
+  const upstream = path.join(remoteHome, 'upstream.git');
+  let forge: TestForge;
+
+  beforeAll(async () => {
+    const src = path.join(remoteHome, 'src');
+    fs.mkdirSync(src);
+    git(src, 'init', '-q', '-b', 'main');
+    fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
+    git(src, 'add', '.');
+    git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
+    git(remoteHome, 'clone', '-q', '--bare', src, upstream);
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
+    // A slot for the fork below: the tests above leave workspaces running.
+    const { workspaces } = listWorkspacesResponseSchema.parse((await fx.s.api('GET', '/api/workspaces')).body);
+    for (const w of workspaces) if (!w.isDefault && w.state === 'running') expect((await fx.s.api('POST', `/api/workspaces/${w.slug}/stop`)).status).toBe(200);
+  });
+
+  afterAll(async () => {
+    await forge?.close();
+    fs.rmSync(remoteHome, { recursive: true, force: true });
+  });
+
+  it('adds and lists a project, shows the diff, checkpoints, explains what publish lacks, publishes; exit codes 2, 7, 8', async () => {
+    const added = await grove('project', 'add', 'app', `file://${upstream}`);
+    expect(added.code, added.stderr).toBe(0);
+    expect(added.stdout.trim()).toBe('project app added (default branch main)');
+    const again = await grove('project', 'add', 'app', `file://${upstream}`);
+    expect(again.code).toBe(8);
+    expect(again.stderr).toMatch(/app/);
+    expect((await grove('project', 'add', 'evil', 'ext::sh -c touch% /tmp/x')).code).toBe(2);
+
+    const projects = await grove('projects');
+    expect(projects.stdout).toMatch(/^app\s+main\s+\S+$/m);
+    expect(listProjectsResponseSchema.parse(JSON.parse((await grove('projects', '--json')).stdout)).projects.map((p) => p.name)).toContain('app');
+
+    const fork = await grove('fork', 'app', 'feat');
+    expect(fork.code, fork.stderr).toBe(0);
+    fs.writeFileSync(path.join(fx.home, 'worktrees', 'app', 'feat', 'hello.txt'), 'hello from the cli test\n');
+
+    const stat = await grove('diff', 'app~feat', '--stat');
+    expect(stat.code, stat.stderr).toBe(0);
+    expect(stat.stdout).toContain('grove/feat: 0 commits ahead of main, 0 commits behind; 1 file changed (some not checkpointed yet)');
+    expect(stat.stdout).toMatch(/^A\s+\+1\s+-0\s+hello\.txt$/m);
+    const patch = await grove('diff', 'app~feat');
+    expect(patch.stdout).toContain('+hello from the cli test');
+    // The summary is on stderr: stdout is a patch git can apply.
+    expect(patch.stdout.startsWith('diff --git a/hello.txt b/hello.txt')).toBe(true);
+    expect(patch.stderr).toContain('1 file changed');
+    expect(diffResponseSchema.parse(JSON.parse((await grove('diff', 'app~feat', '--json')).stdout))).toMatchObject({ uncommitted: true, ahead: 0 });
+
+    // No forge in the project config: exit 7 and what to add.
+    const unconfigured = await grove('publish', 'app~feat');
+    expect(unconfigured.code).toBe(7);
+    expect(unconfigured.stderr).toMatch(/no forge.*PUT \/api\/projects\/app\/config/);
+    expect(forge.pulls).toEqual([]);
+
+    const cp = await grove('checkpoint', 'app~feat', '-m', 'Say hello');
+    expect(cp.code, cp.stderr).toBe(0);
+    expect(cp.stdout).toMatch(/^grove\/feat: [0-9a-f]{12} \(1 file\)$/m);
+    expect(git(path.join(fx.home, 'repos', 'app'), 'log', '-1', '--format=%s', 'grove/feat')).toBe('Say hello');
+    expect((await grove('checkpoint', 'app~feat')).stdout).toContain('nothing to checkpoint');
+    expect((await grove('checkpoint', 'app~feat', '-m', '')).code).toBe(2);
+    expect((await grove('diff', 'app~feat', '--stat')).stdout).toContain('grove/feat: 1 commit ahead of main, 0 commits behind; 1 file changed\n');
+
+    expect((await fx.s.api('PUT', '/api/projects/app/config', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'app' } })).status).toBe(200);
+    const pub = await grove('publish', 'app~feat', '--title', 'Say hello', '--body', 'From the command line', '--json');
+    expect(pub.code, pub.stderr).toBe(0);
+    expect(publishResponseSchema.parse(JSON.parse(pub.stdout)).pullRequest).toMatchObject({ number: 1, state: 'open' });
+    expect(forge.pulls.map((p) => [p.head, p.base, p.title, p.body])).toEqual([['grove/feat', 'main', 'Say hello', 'From the command line']]);
+    expect((await grove('ls')).stdout).toMatch(/^app~feat\s+running\s+grove\/feat\s+#1 open\s/m);
+    expect((await grove('ls')).stdout).toMatch(/^SLUG\s+STATE\s+BRANCH\s+PR\s+LAST ACTIVITY$/m);
+
+    // Someone else pushed to the branch: the push is refused (exit 8), nothing is overwritten.
+    const theirs = git(upstream, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit-tree', 'grove/feat^{tree}', '-p', 'grove/feat', '-m', 'theirs');
+    git(upstream, 'update-ref', 'refs/heads/grove/feat', theirs);
+    fs.writeFileSync(path.join(fx.home, 'worktrees', 'app', 'feat', 'more.txt'), 'more\n');
+    const rejected = await grove('publish', 'app~feat');
+    expect(rejected.code, rejected.stderr).toBe(8);
+    expect(rejected.stderr).toMatch(/pushing grove\/feat failed/);
+    expect(git(upstream, 'rev-parse', 'refs/heads/grove/feat')).toBe(theirs);
+    expect((await grove('rm', 'app~feat')).code).toBe(0);
   });
 });

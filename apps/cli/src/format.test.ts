@@ -1,7 +1,7 @@
 // The CLI's text helpers: tables, relative times, URLs, resume order.
 import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { ago, oneLine, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
+import { ago, diffHeadline, diffStat, oneLine, prCell, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
 
 const now = Date.parse('2026-01-10T12:00:00.000Z');
 function ws(slug: string, state: Workspace['state'], lastActivityAt: string | null, updatedAt = '2026-01-01T00:00:00.000Z'): Workspace {
@@ -65,5 +65,31 @@ describe('resumeCandidates / resumeTable', () => {
       '1  demo~a  running  1h ago         user: fix it',
       '2  demo~b  stopped  -              -',
     ]);
+  });
+});
+
+describe('pull request and diff text', () => {
+  it('shows the PR as number and state, "-" without one', () => {
+    expect(prCell({ url: 'https://forge.test/team/app/pulls/12', number: 12, state: 'merged' })).toBe('#12 merged');
+    expect(prCell(null)).toBe('-');
+    expect(prCell(undefined)).toBe('-');
+  });
+
+  it('says where the branch stands and whether work is not checkpointed', () => {
+    const files = [{ path: 'a.txt', status: 'A' as const, additions: 2, deletions: 0 }];
+    expect(diffHeadline({ branch: 'grove/x', defaultBranch: 'main', ahead: 1, behind: 3, uncommitted: true, files })).toBe(
+      'grove/x: 1 commit ahead of main, 3 commits behind; 1 file changed (some not checkpointed yet)',
+    );
+    expect(diffHeadline({ branch: 'grove/x', defaultBranch: 'main', ahead: 0, behind: 0, uncommitted: false, files: [] })).toBe('grove/x: 0 commits ahead of main, 0 commits behind; 0 files changed');
+  });
+
+  it('lists files with their counts, renames and binaries, and the totals', () => {
+    const stat = diffStat([
+      { path: 'src/app.ts', status: 'M', additions: 10, deletions: 3 },
+      { path: 'logo.png', status: 'A', additions: null, deletions: null },
+      { path: 'new.md', from: 'old.md', status: 'R', additions: 1, deletions: 1 },
+    ]);
+    expect(stat.split('\n')).toEqual(['M  +10  -3  src/app.ts', 'A  bin      logo.png', 'R  +1   -1  old.md -> new.md', '3 files, +11 -4']);
+    expect(diffStat([])).toBe('No changes against the fork point.');
   });
 });

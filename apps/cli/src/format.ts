@@ -1,5 +1,5 @@
 // Pure text helpers of the CLI: tables, relative times, one-line cells, the workspace URL, resume order.
-import type { LastMessage, Workspace } from '@grove/contracts';
+import type { DiffResponse, LastMessage, Workspace } from '@grove/contracts';
 
 /** Columns padded to their widest cell, two spaces apart; trailing blanks trimmed. */
 export function table(rows: readonly (readonly string[])[]): string {
@@ -54,4 +54,25 @@ export function resumeTable(rows: ReadonlyArray<{ workspace: Workspace; lastMess
     ['#', 'SLUG', 'STATE', 'LAST ACTIVITY', 'LAST MESSAGE'],
     ...rows.map((r, i) => [String(i + 1), r.workspace.slug, r.workspace.state, ago(r.workspace.lastActivityAt, now), quote(r.lastMessage, messageWidth)]),
   ]);
+}
+
+/** The PR column of `grove ls`: "#12 open", or "-" without a pull request. */
+export function prCell(pr: Workspace['pullRequest']): string {
+  return pr ? `#${pr.number} ${pr.state}` : '-';
+}
+
+/** Where the branch stands against the default branch, and whether there is work not yet checkpointed. */
+export function diffHeadline(d: Pick<DiffResponse, 'branch' | 'defaultBranch' | 'ahead' | 'behind' | 'uncommitted' | 'files'>): string {
+  const commits = (n: number) => `${n} ${n === 1 ? 'commit' : 'commits'}`;
+  const files = d.files.length === 1 ? '1 file changed' : `${d.files.length} files changed`;
+  return `${d.branch}: ${commits(d.ahead)} ahead of ${d.defaultBranch}, ${commits(d.behind)} behind; ${files}${d.uncommitted ? ' (some not checkpointed yet)' : ''}`;
+}
+
+/** `grove diff --stat`: one row per file with its +/- counts ("bin" for a binary file), and the totals. */
+export function diffStat(files: DiffResponse['files']): string {
+  if (!files.length) return 'No changes against the fork point.';
+  const rows = files.map((f) => [f.status, f.additions === null ? 'bin' : `+${f.additions}`, f.deletions === null ? '' : `-${f.deletions}`, f.from ? `${f.from} -> ${f.path}` : f.path]);
+  const add = files.reduce((n, f) => n + (f.additions ?? 0), 0);
+  const del = files.reduce((n, f) => n + (f.deletions ?? 0), 0);
+  return `${table(rows)}\n${files.length} ${files.length === 1 ? 'file' : 'files'}, +${add} -${del}`;
 }

@@ -15,18 +15,41 @@ import {
   savedWorkResponseSchema,
   workspaceResponseSchema,
   forkAcceptedResponseSchema,
+  checkpointRequestSchema,
+  checkpointResponseSchema,
+  diffResponseSchema,
+  listProjectsResponseSchema,
+  projectResponseSchema,
+  publishRequestSchema,
+  publishResponseSchema,
   type LastMessage,
   type ListWorkspacesResponse,
   type Workspace,
 } from '@grove/contracts';
+import type { z } from 'zod';
 import { ApiError, createClient } from './client.ts';
 import { loadCliEnv, readHomeToken } from './env.ts';
-import { ago, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
+import { ago, diffHeadline, diffStat, prCell, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
 import { runPicker } from './picker.ts';
 import { isAlive, logTail, repoRoot, runningPid, serverCommand, serverFiles } from './server-process.ts';
 
 /** Exit codes scripts can rely on. */
-export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, capacity: 4, unreachable: 5, unauthorized: 6, cancelled: 130 } as const;
+export const EXIT = {
+  ok: 0,
+  error: 1,
+  usage: 2,
+  notFound: 3,
+  capacity: 4,
+  unreachable: 5,
+  unauthorized: 6,
+  /** 409 not_configured: the project has no forge or remote, or the server no GROVE_FORGE_TOKEN. */
+  notConfigured: 7,
+  /** Any other 409: it exists already, the workspace is in the wrong state, the remote refused the push. */
+  conflict: 8,
+  /** The project's remote or forge failed (unreachable, refused our credentials, answered an error). */
+  remote: 9,
+  cancelled: 130,
+} as const;
 
 /** Ends the command with this exit code; the message (if any) goes to stderr. */
 class Exit extends Error {
@@ -58,13 +81,21 @@ const err = (s: string): void => void process.stderr.write(`${s}\n`);
 function printList(list: ListWorkspacesResponse): void {
   const { running, creating, cap, queued } = list.capacity;
   const state = (w: Workspace) => (w.state === 'queued' && w.queuePosition !== null ? `queued (#${w.queuePosition})` : w.state);
-  const rows = [['SLUG', 'STATE', 'BRANCH', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, w.lastActivityAt ?? '-'])];
+  const rows = [['SLUG', 'STATE', 'BRANCH', 'PR', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, prCell(w.pullRequest), w.lastActivityAt ?? '-'])];
   out(list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>');
   out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}`);
 }
 
 function printWorkspace(w: Workspace, json: boolean): void {
   out(json ? JSON.stringify(w) : `${w.slug}: ${w.state}${w.failureReason ? ` (${w.failureReason})` : ''}`);
+}
+
+/** A request body checked with its contracts schema before it is sent; a bad option is a usage error (exit 2). */
+function checked<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const r = schema.safeParse(body);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  throw new Exit(EXIT.usage, `${issue?.path.length ? `--${issue.path.join('.')}: ` : ''}${issue?.message ?? 'invalid option'}`);
 }
 
 function positiveInt(v: string): number {
@@ -144,7 +175,7 @@ export function buildProgram(): Command {
     .description('Run coding agents in parallel, each in its own sandboxed workspace.')
     .addHelpText(
       'after',
-      `\nStart here: grove up (from a clone of Grove), then grove fork <project> <name>, grove resume.\nEnvironment: GROVE_URL (default http://localhost:4300), GROVE_TOKEN (default: read from GROVE_HOME/token), GROVE_HOME (default ~/.grove).\nExit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 capacity reached, 5 Grove unreachable, 6 unauthorized, 130 cancelled.`,
+      `\nStart here: grove up (from a clone of Grove), then grove fork <project> <name>, grove resume.\nEnvironment: GROVE_URL (default http://localhost:4300), GROVE_TOKEN (default: read from GROVE_HOME/token), GROVE_HOME (default ~/.grove).\nExit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 capacity reached, 5 Grove unreachable, 6 unauthorized,\n  7 not configured (no forge, remote or GROVE_FORGE_TOKEN), 8 conflict (exists already, wrong state, push rejected),\n  9 remote or forge failed (unreachable, credentials refused), 130 cancelled.`,
     )
     .exitOverride()
     .showHelpAfterError();
@@ -429,10 +460,89 @@ export function buildProgram(): Command {
       for (const e of events) out(o.json ? JSON.stringify(e) : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}`);
     });
 
+  const project = program.command('project').description('manage projects (repositories Grove forks workspaces from)');
+  project
+    .command('add <name> <source>')
+    .description('add a project from a repository: an absolute path, a file://, https:// or ssh:// URL, or user@host:path (cloned bare under GROVE_HOME; no workspace is started)')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove project add app https://git.example.com/team/app.git\n  grove project add tools /srv/git/tools.git\n\nExit codes: 8 when the name is taken, 9 when the repository cannot be reached or refuses the credentials.')
+    .action(async (name: string, source: string, o: { json?: boolean }) => {
+      const { project: p } = await call(projectResponseSchema, 'POST', '/api/projects', { name, source });
+      if (o.json) return out(JSON.stringify(p));
+      out(`project ${p.name} added (default branch ${p.defaultBranch})`);
+      err(`Fork a workspace of it: grove fork ${p.name} <name>`);
+    });
+
+  program
+    .command('projects')
+    .description('list projects')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove projects\n  grove projects --json | jq -r ".projects[].name"')
+    .action(async (o: { json?: boolean }) => {
+      const list = await call(listProjectsResponseSchema, 'GET', '/api/projects');
+      if (o.json) return out(JSON.stringify(list));
+      if (!list.projects.length) return out('No projects yet. Add one: grove project add <name> <source>');
+      out(table([['NAME', 'DEFAULT BRANCH', 'ADDED'], ...list.projects.map((p) => [p.name, p.defaultBranch, p.createdAt])]));
+    });
+
+  program
+    .command('checkpoint <slug>')
+    .description("commit a workspace's changes on its branch, from the host (nothing to commit is not an error)")
+    .option('-m, --message <text>', 'commit message (default: grove: checkpoint of <slug>)')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove checkpoint app~login-fix -m "Login: keep the session on reload"\n  grove checkpoint app~login-fix --json | jq -r .commit')
+    .action(async (slug: string, o: { message?: string; json?: boolean }) => {
+      const body = checked(checkpointRequestSchema, o.message === undefined ? {} : { message: o.message });
+      const r = await call(checkpointResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/checkpoint`, body);
+      if (o.json) return out(JSON.stringify(r));
+      if (!r.commit) return out(`nothing to checkpoint: ${r.branch} already holds everything in ${slug}`);
+      out(`${r.branch}: ${r.commit.slice(0, 12)} (${r.files.length} ${r.files.length === 1 ? 'file' : 'files'})`);
+    });
+
+  program
+    .command('diff <slug>')
+    .description("what a workspace changed since it forked (its branch plus work not yet checkpointed), and where it stands against the default branch")
+    .option('--stat', 'only the files with their +/- line counts')
+    .option('--json', 'print JSON (files, ahead/behind, the patch)')
+    .addHelpText('after', '\nExamples:\n  grove diff app~login-fix | less -R\n  grove diff app~login-fix --stat\n  grove diff app~login-fix --json | jq .ahead')
+    .action(async (slug: string, o: { stat?: boolean; json?: boolean }) => {
+      const d = await call(diffResponseSchema, 'GET', `/api/workspaces/${enc(slug)}/diff`);
+      if (o.json) return out(JSON.stringify(d));
+      // The summary goes to stderr so that `grove diff <slug> > x.patch` writes a patch git can apply.
+      if (o.stat) {
+        out(diffHeadline(d));
+        return out(diffStat(d.files));
+      }
+      err(diffHeadline(d));
+      if (d.patch) process.stdout.write(d.patch.endsWith('\n') ? d.patch : `${d.patch}\n`);
+      if (d.truncated) err('grove: the patch was cut at 1 MiB; see the whole of it in the workspace');
+    });
+
+  program
+    .command('publish <slug>')
+    .description("checkpoint, push the workspace's branch to the project's remote and open (or update) its pull request")
+    .option('--title <text>', 'pull request title (default: <name> (from Grove workspace <slug>))')
+    .option('--body <text>', 'pull request description')
+    .option('-m, --message <text>', 'commit message of the checkpoint taken first, if there is anything to commit')
+    .option('--json', 'print JSON')
+    .addHelpText(
+      'after',
+      '\nNeeds the project\'s forge (PUT /api/projects/<project>/config {forge}), GROVE_FORGE_TOKEN in the server\'s environment and a remote.\nExit codes: 7 not configured (says what is missing), 8 push rejected or nothing to publish, 9 remote or forge failed.\n\nExamples:\n  grove publish app~login-fix --title "Keep the session on reload"\n  grove publish app~login-fix --json | jq -r .pullRequest.url',
+    )
+    .action(async (slug: string, o: { title?: string; body?: string; message?: string; json?: boolean }) => {
+      const body = checked(publishRequestSchema, { title: o.title, body: o.body, message: o.message });
+      if (!o.json) err(`${slug}: checkpoint, push, pull request…`);
+      const r = await call(publishResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/publish`, body);
+      if (o.json) return out(JSON.stringify(r));
+      if (r.checkpoint.commit) err(`${slug}: checkpoint ${r.checkpoint.commit.slice(0, 12)}`);
+      err(`${slug}: pushed ${r.pushed.branch} at ${r.pushed.commit.slice(0, 12)}`);
+      out(`pull request #${r.pullRequest.number} (${r.pullRequest.state}): ${r.pullRequest.url}`);
+    });
+
   return program;
 }
 
-function exitCodeFor(e: unknown): number {
+export function exitCodeFor(e: unknown): number {
   if (e instanceof Exit) return e.code;
   if (e instanceof CommanderError) return e.exitCode === 0 ? EXIT.ok : EXIT.usage;
   if (e instanceof ApiError) {
@@ -441,6 +551,9 @@ function exitCodeFor(e: unknown): number {
     if (e.status === 404) return EXIT.notFound;
     if (e.status === 429) return EXIT.capacity;
     if (e.status === 422) return EXIT.usage;
+    if (e.code === 'not_configured') return EXIT.notConfigured;
+    if (e.status === 409) return EXIT.conflict;
+    if (e.code === 'remote_failed' || e.code === 'forge_failed') return EXIT.remote;
   }
   return EXIT.error;
 }

@@ -48,6 +48,12 @@ export const projectSchema = z.object({
   createdAt: z.string(),
 });
 export type Project = z.infer<typeof projectSchema>;
+/** POST /api/projects (201). */
+export const projectResponseSchema = z.object({ project: projectSchema });
+export type ProjectResponse = z.infer<typeof projectResponseSchema>;
+/** GET /api/projects. */
+export const listProjectsResponseSchema = z.object({ projects: z.array(projectSchema) });
+export type ListProjectsResponse = z.infer<typeof listProjectsResponseSchema>;
 
 /** Audit-trail event types (DESIGN.md section 3). Open-ended on read, closed on write in core. */
 export const eventTypeSchema = z.enum([

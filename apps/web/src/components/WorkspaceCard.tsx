@@ -9,6 +9,7 @@ import { relativeTime } from '../lib/time.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
+import { PrLink } from './PrLink.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
 
@@ -47,6 +48,14 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
         <dd className="branch">{w.branch}</dd>
         <dt>From</dt>
         <dd className="branch">{w.baseRef}</dd>
+        {w.pullRequest ? (
+          <>
+            <dt>Pull request</dt>
+            <dd className="card-pr">
+              <PrLink pr={w.pullRequest} />
+            </dd>
+          </>
+        ) : null}
         <dt>Active</dt>
         <dd>
           <time dateTime={last} title={new Date(last).toLocaleString()}>

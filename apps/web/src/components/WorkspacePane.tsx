@@ -1,8 +1,9 @@
-// One workspace in its tab: name, state and branch, stop / tear down / close, its listening ports, and its conversation.
+// One workspace in its tab: name, state and branch, stop / tear down / close, its listening ports, its changes, and its conversation.
 'use client';
 
 import { useCallback, useState } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
+import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
 import { StateBadge } from './ui.tsx';
@@ -65,6 +66,8 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
         </div>
       </div>
       {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
+      {/* Engineers only: the non-engineer default thread (Landing) never shows git words. */}
+      {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} /> : null}
       <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active} onBusyChange={busyChange} onCloseTab={close} />
     </>
   );

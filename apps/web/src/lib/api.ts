@@ -1,6 +1,10 @@
 // Browser-side client for the registry API and the workspace proxy: same-origin fetch, zod-checked bodies, one error type.
 import {
   backendStatusSchema,
+  checkpointResponseSchema,
+  diffResponseSchema,
+  listProjectsResponseSchema,
+  publishResponseSchema,
   cancelTurnResponseSchema,
   egressResetResponseSchema,
   egressResponseSchema,
@@ -11,7 +15,6 @@ import {
   listWorkspacesResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
-  projectSchema,
   teardownPreviewSchema,
   threadResponseSchema,
   turnDiffResponseSchema,
@@ -19,8 +22,9 @@ import {
   undoResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
+  type PublishRequest,
 } from '@grove/contracts';
-import { z } from 'zod';
+import type { z } from 'zod';
 
 /** Every failed call becomes this: the HTTP status (0 when Grove did not answer), the API's code and message. */
 export class ApiError extends Error {
@@ -81,12 +85,9 @@ async function request<S extends z.ZodType>(path: string, schema: S, init: { met
 const ws = (slug: string) => `/w/${encodeURIComponent(slug)}`;
 const one = (slug: string) => `/api/workspaces/${encodeURIComponent(slug)}`;
 
-// The API has no named schema for this body; it is the projects array and nothing else.
-const projectsResponseSchema = z.object({ projects: z.array(projectSchema) });
-
 export const api = {
   listWorkspaces: () => request('/api/workspaces', listWorkspacesResponseSchema),
-  listProjects: () => request('/api/projects', projectsResponseSchema),
+  listProjects: () => request('/api/projects', listProjectsResponseSchema),
   getWorkspace: (slug: string) => request(one(slug), workspaceResponseSchema),
   /** Returns at once (202) with the workspace in `creating`; progress comes from the events. */
   fork: (req: ForkRequest) => request('/api/workspaces?wait=false', forkAcceptedResponseSchema, { method: 'POST', body: req }),
@@ -116,6 +117,12 @@ export const api = {
   turnDiff: (slug: string, n: number) => request(`${one(slug)}/turns/${n}/diff`, turnDiffResponseSchema),
   /** Puts the files back to before the last turn that changed them; 409 while a reply runs or when nothing is left. */
   undo: (slug: string) => request(`${one(slug)}/undo`, undoResponseSchema, { method: 'POST' }),
+  /** The branch plus uncommitted work against the fork point, and ahead/behind the default branch (host side). */
+  diff: (slug: string, maxBytes?: number) => request(`${one(slug)}/diff${maxBytes === undefined ? '' : `?maxBytes=${maxBytes}`}`, diffResponseSchema),
+  /** Commits the worktree on the branch; commit null when there was nothing to commit. */
+  checkpoint: (slug: string, message?: string) => request(`${one(slug)}/checkpoint`, checkpointResponseSchema, { method: 'POST', body: message ? { message } : {} }),
+  /** Checkpoint, push, open (or update) the pull request. */
+  publish: (slug: string, req: PublishRequest) => request(`${one(slug)}/publish`, publishResponseSchema, { method: 'POST', body: req }),
 };
 
 /** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */
