@@ -178,3 +178,58 @@ export const forgePullSchema = z.object({
   merged: z.boolean().nullish(),
   merged_at: z.string().nullish(),
 });
+
+// ---- the config-parity overlay (docs/git-flow.md) ----
+
+/** The files a workspace gets from the user's checkout when the project config names none. */
+export const DEFAULT_OVERLAY_FILES = ['.claude/settings.local.json', '.claude/*', '.mcp.json', '.env', '.envrc'] as const;
+
+/**
+ * Names that steer git itself: overlaid, they would change what the host's snapshots contain (.gitignore,
+ * .gitattributes) or where submodules come from (.gitmodules); `.git` is the repository.
+ */
+const GIT_PLUMBING = new Set(['.git', '.gitignore', '.gitattributes', '.gitmodules']);
+const OVERLAY_SEGMENT = /^[A-Za-z0-9._@+-]+$/;
+const OVERLAY_LAST_SEGMENT = /^[A-Za-z0-9._@+*?-]+$/;
+
+/** Why an overlay entry is refused, or null when it is fine. Shared by the config schema and core's checks. */
+export function overlayPathProblem(p: string, o: { glob: boolean }): string | null {
+  if (p.length === 0 || p.length > 256) return 'must be 1 to 256 characters';
+  if (p.startsWith('/')) return 'must be relative to the workspace root (no leading /)';
+  const segments = p.split('/');
+  for (const [i, s] of segments.entries()) {
+    const last = i === segments.length - 1;
+    if (s === '' || s === '.' || s === '..') return 'must not contain empty, "." or ".." segments';
+    if (!(last && o.glob ? OVERLAY_LAST_SEGMENT : OVERLAY_SEGMENT).test(s)) {
+      return o.glob
+        ? 'may use letters, digits and . _ @ + - (and * ? in its last segment only)'
+        : 'may use letters, digits and . _ @ + - only';
+    }
+    if (GIT_PLUMBING.has(s)) return `must not name git plumbing (${[...GIT_PLUMBING].join(', ')})`;
+  }
+  return null;
+}
+
+const overlayGlobSchema = z.string().superRefine((p, ctx) => {
+  const problem = overlayPathProblem(p, { glob: true });
+  if (problem) ctx.addIssue({ code: 'custom', message: `overlay entry ${JSON.stringify(p)} ${problem}` });
+});
+
+/**
+ * `overlay` in a project config: the user's local files a workspace needs that git does not carry. Each entry is
+ * a path relative to the repository root, `*` and `?` allowed in its last segment. `writable` entries (each also
+ * in `files`) are copied into the worktree at fork; the others are mounted read-only. Absent `files`: the defaults.
+ */
+export const overlayConfigSchema = z
+  .object({
+    files: z.array(overlayGlobSchema).max(64).optional(),
+    writable: z.array(overlayGlobSchema).max(64).optional(),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    const files: readonly string[] = o.files ?? DEFAULT_OVERLAY_FILES;
+    for (const w of o.writable ?? []) {
+      if (!files.includes(w)) ctx.addIssue({ code: 'custom', path: ['writable'], message: `writable entry ${JSON.stringify(w)} must also be in overlay.files` });
+    }
+  });
+export type OverlayConfig = z.infer<typeof overlayConfigSchema>;

@@ -15,6 +15,7 @@ import {
   workspaceNameSchema,
   egressPolicySchema,
   projectSourceSchema,
+  sourceKind,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -38,6 +39,7 @@ import {
   listWorktrees,
   pendingWork,
   prune,
+  recordOverlayPaths,
   removeWorktree,
   resolveCommit,
   saveWork,
@@ -50,6 +52,8 @@ import { cloneBareFrom } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
+import { captureOverlay, copyWritable, listOverlay, overlaySettings, prepareMountTargets } from './overlay.ts';
+import type { OverlayFile } from './overlay.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
 import type { RevertRecord } from './turn-snapshots.ts';
 import { readLastMessage } from './thread-summary.ts';
@@ -345,6 +349,7 @@ class GroveImpl implements Grove {
           const t0 = Date.now();
           await cloneBareFrom(source, repo);
           this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
+          if (sourceKind(source) === 'path') await this.captureOverlay(name, source);
         }
         let defaultBranch: string;
         try {
@@ -376,6 +381,34 @@ class GroveImpl implements Grove {
       throw e;
     }
     return shape;
+  }
+
+  /**
+   * A project added from a local checkout takes the overlay files found there (docs/git-flow.md). Never fatal:
+   * the project works without them. Call under the repository lock, after the clone.
+   */
+  private async captureOverlay(project: string, checkout: string): Promise<void> {
+    try {
+      const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+      const dir = this.paths.overlay(project);
+      await rm(dir, { recursive: true, force: true });
+      const r = await captureOverlay({ checkout, repo: this.paths.repo(project), dir, settings });
+      await recordOverlayPaths(this.paths.repo(project), (await listOverlay(dir, settings)).map((f) => f.path));
+      if (r.captured.length || r.skipped.length) this.log.info({ project, captured: r.captured, skipped: r.skipped }, 'overlay files taken from the checkout');
+    } catch (e) {
+      this.log.warn({ err: e, project }, 'could not take the overlay files from the checkout; the project has none');
+    }
+  }
+
+  /**
+   * The project's overlay files as they stand, their paths recorded in the repository so no snapshot carries
+   * them (git.ts, dropOverlayEntries). Call under the repository lock.
+   */
+  private async overlayFiles(project: string): Promise<OverlayFile[]> {
+    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+    const files = await listOverlay(this.paths.overlay(project), settings);
+    await recordOverlayPaths(this.paths.repo(project), files.map((f) => f.path));
+    return files;
   }
 
   private requireProject(name: string): ProjectRow {
@@ -498,6 +531,9 @@ class GroveImpl implements Grove {
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
         await clearSnapshots({ repo, slug });
         await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
+        const refused = await copyWritable(await this.overlayFiles(project), path, canChown() ? OWNER : null);
+        if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
         return { ...r, baseCommit };
       });
       this.emit(slug, 'workspace.prepared', {
@@ -1313,7 +1349,13 @@ class GroveImpl implements Grove {
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
     // host.sock and provider.sock exist before the container does, so its backend finds them at once.
     await this.host.ensure(row.slug);
-    const info = await this.opts.driver.ensure(this.spec(row, adminDir, config));
+    const worktree = this.paths.worktree(row.project, row.name);
+    const { mounts, refused } = await this.lock.withLock(row.project, async () =>
+      prepareMountTargets(await this.overlayFiles(row.project), worktree, canChown() ? OWNER : null),
+    );
+    if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
+    const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
+    const info = await this.opts.driver.ensure(spec);
     this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;
   }
