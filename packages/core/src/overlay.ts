@@ -69,11 +69,11 @@ async function candidates(root: string, glob: string): Promise<string[]> {
   return entries.filter((e) => e.isFile()).map((e) => (parent ? `${parent}/${e.name}` : e.name)).filter((p) => globRegExp(glob).test(p));
 }
 
+/** git against the bare clone with no user or system config; '' when it fails (a path HEAD does not have). */
 function gitIn(repo: string, args: string[]): Promise<string> {
+  const env: Record<string, string> = { PATH: '/usr/local/bin:/usr/bin:/bin', GIT_DIR: repo, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
   return new Promise((resolvePromise) => {
-    execFile('git', ['-c', 'safe.directory=*', ...args], { cwd: repo, env: { PATH: '/usr/local/bin:/usr/bin:/bin', GIT_DIR: repo, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' } }, (err, stdout) =>
-      resolvePromise(err ? '' : stdout.trim()),
-    );
+    execFile('git', ['-c', 'safe.directory=*', ...args], { cwd: repo, env: env as NodeJS.ProcessEnv, encoding: 'utf8' }, (err, stdout) => resolvePromise(err ? '' : stdout.trim()));
   });
 }
 
