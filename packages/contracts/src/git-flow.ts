@@ -37,6 +37,19 @@ export const projectSourceSchema = z
   // A password in a URL would be stored in the primary clone's config and in the registry.
   .refine((s) => !/^[a-z]+:\/\/[^/@]*:[^/@]*@/.test(s), { error: 'source must not carry a password; use an ssh key or a credential-free URL' });
 
+/**
+ * GROVE_GIT_SSH_COMMAND: the ssh Grove's remote git runs (e.g. `ssh -i /etc/grove/deploy_key -o
+ * UserKnownHostsFile=/etc/grove/known_hosts`), for a deploy key or a known_hosts of its own instead of the server
+ * user's ~/.ssh. The program must be ssh; Grove puts `-o BatchMode=yes -o ConnectTimeout=15` right after it, and
+ * ssh keeps the first value of an option, so it never prompts whatever follows.
+ */
+export const gitSshCommandSchema = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((s) => !CONTROL.test(s), { error: 'GROVE_GIT_SSH_COMMAND must not contain control characters' })
+  .refine((s) => /^(\/[A-Za-z0-9._/-]*\/)?ssh(\s|$)/.test(s), { error: 'GROVE_GIT_SSH_COMMAND must start with ssh (or an absolute path to ssh)' });
+
 /** POST /api/projects */
 export const addProjectRequestSchema = z
   .object({

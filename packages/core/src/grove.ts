@@ -15,6 +15,7 @@ import {
   workspaceNameSchema,
   egressPolicySchema,
   projectSourceSchema,
+  gitSshCommandSchema,
   sourceKind,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
@@ -229,6 +230,7 @@ class GroveImpl implements Grove {
       },
       savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state }),
       forgeToken: opts.forgeToken ?? null,
+      sshCommand: opts.gitSshCommand != null ? parseOrThrow(gitSshCommandSchema, opts.gitSshCommand, { what: 'gitSshCommand (GROVE_GIT_SSH_COMMAND)' }) : null,
       owner,
       liveRows: () => this.store.rows({ states: LIVE_STATES }),
       projects: () => this.store.projects(),
@@ -347,7 +349,7 @@ class GroveImpl implements Grove {
             await rm(repo, { recursive: true, force: true });
           }
           const t0 = Date.now();
-          await cloneBareFrom(source, repo);
+          await cloneBareFrom(source, repo, { sshCommand: this.flow.sshCommand });
           this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
           if (sourceKind(source) === 'path') await this.captureOverlay(name, source);
         }

@@ -42,6 +42,11 @@ export interface GroveOptions {
    */
   forgeToken?: string | null;
   /**
+   * The ssh remote git runs (GROVE_GIT_SSH_COMMAND, checked by gitSshCommandSchema), e.g. with `-i <key> -o
+   * UserKnownHostsFile=<file>`; absent: ssh with the server user's keys and known_hosts. Always in BatchMode.
+   */
+  gitSshCommand?: string | null;
+  /**
    * How often, once reconcile() has run, every project is fetched and published workspaces' pull requests are
    * checked (merged or closed → torn down unless keepCheckoutOnClose). Default 5 minutes; 0 turns it off.
    */
