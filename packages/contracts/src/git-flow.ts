@@ -246,3 +246,31 @@ export const overlayConfigSchema = z
     }
   });
 export type OverlayConfig = z.infer<typeof overlayConfigSchema>;
+
+/** One overlay file is at most this many bytes. */
+export const OVERLAY_MAX_BYTES = 1024 * 1024;
+
+/** A single overlay file's path (no globs), as the overlay API takes it. */
+export const overlayFilePathSchema = z.string().superRefine((p, ctx) => {
+  const problem = overlayPathProblem(p, { glob: false });
+  if (problem) ctx.addIssue({ code: 'custom', message: `overlay path ${JSON.stringify(p)} ${problem}` });
+});
+
+/** PUT /api/projects/:project/overlay: set one file's content (UTF-8 text). */
+export const putOverlayFileRequestSchema = z
+  .object({
+    path: overlayFilePathSchema,
+    content: z.string().max(OVERLAY_MAX_BYTES, { error: `content must be at most ${OVERLAY_MAX_BYTES} bytes` }),
+  })
+  .strict();
+export type PutOverlayFileRequest = z.infer<typeof putOverlayFileRequestSchema>;
+
+/** DELETE /api/projects/:project/overlay?path= */
+export const overlayPathQuerySchema = z.object({ path: overlayFilePathSchema }).strict();
+
+export const overlayFileSchema = z.object({ path: z.string(), writable: z.boolean(), size: z.number().int().nonnegative() });
+export type OverlayFileInfo = z.infer<typeof overlayFileSchema>;
+
+/** GET, PUT and DELETE /api/projects/:project/overlay: the project's overlay files after the call. */
+export const overlayListResponseSchema = z.object({ files: z.array(overlayFileSchema) });
+export type OverlayListResponse = z.infer<typeof overlayListResponseSchema>;

@@ -292,11 +292,12 @@ export async function overlayPaths(repo: string): Promise<string[]> {
 }
 
 /**
- * Record the overlay paths in repo: the list every snapshot drops, and a block in info/exclude so `git status`
- * in the sandbox does not offer them either. Call under the repository lock.
+ * Add overlay paths to those recorded in repo: the list every snapshot drops, and a block in info/exclude so
+ * `git status` in the sandbox does not offer them either. Paths are only ever added: a worktree may still hold a
+ * copy of a file the overlay no longer has, and it must not be committed then. Call under the repository lock.
  */
 export async function recordOverlayPaths(repo: string, paths: readonly string[]): Promise<void> {
-  const clean = [...new Set(paths)].filter((p) => overlayPathProblem(p, { glob: false }) === null).sort();
+  const clean = [...new Set([...(await overlayPaths(repo)), ...paths])].filter((p) => overlayPathProblem(p, { glob: false }) === null).sort();
   await mkdir(join(repo, 'info'), { recursive: true });
   await writeAtomic(join(repo, OVERLAY_LIST), clean.map((p) => `${p}\0`).join(''));
   const excludeFile = join(repo, 'info', 'exclude');

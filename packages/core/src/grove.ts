@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import {
   DEFAULT_WORKSPACE_NAME,
@@ -16,13 +16,16 @@ import {
   egressPolicySchema,
   projectSourceSchema,
   gitSshCommandSchema,
+  OVERLAY_MAX_BYTES,
+  overlayFilePathSchema,
+  putOverlayFileRequestSchema,
   sourceKind,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -53,7 +56,7 @@ import { cloneBareFrom } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
-import { captureOverlay, copyWritable, listOverlay, overlaySettings, prepareMountTargets } from './overlay.ts';
+import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAny, overlaySettings, prepareMountTargets, removeOverlayFile, writeOverlayFile } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
 import type { RevertRecord } from './turn-snapshots.ts';
@@ -406,7 +409,7 @@ class GroveImpl implements Grove {
    * The project's overlay files as they stand, their paths recorded in the repository so no snapshot carries
    * them (git.ts, dropOverlayEntries). Call under the repository lock.
    */
-  private async overlayFiles(project: string): Promise<OverlayFile[]> {
+  private async currentOverlay(project: string): Promise<OverlayFile[]> {
     const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
     const files = await listOverlay(this.paths.overlay(project), settings);
     await recordOverlayPaths(this.paths.repo(project), files.map((f) => f.path));
@@ -534,7 +537,7 @@ class GroveImpl implements Grove {
         await clearSnapshots({ repo, slug });
         await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
         // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
-        const refused = await copyWritable(await this.overlayFiles(project), path, canChown() ? OWNER : null);
+        const refused = await copyWritable(await this.currentOverlay(project), path, canChown() ? OWNER : null);
         if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
         return { ...r, baseCommit };
       });
@@ -989,6 +992,54 @@ class GroveImpl implements Grove {
     return readProjectConfig(this.paths.projectConfig(project));
   }
 
+  async overlayFiles(project: string): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    return this.lock.withLock(project, () => this.overlayListing(project));
+  }
+
+  async putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    const { path, content } = parseOrThrow(putOverlayFileRequestSchema, req, { what: 'overlay file' });
+    const bytes = Buffer.from(content, 'utf8');
+    if (bytes.length > OVERLAY_MAX_BYTES) throw new GroveError('invalid_input', `overlay file ${path} is ${bytes.length} bytes; at most ${OVERLAY_MAX_BYTES} are allowed`);
+    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+    if (!matchesAny(settings.files, path)) {
+      throw new GroveError('invalid_input', `${path} is not an overlay file of project "${project}": add it (or a glob naming it) to overlay.files in the project config first`, {
+        details: { path, overlayFiles: [...settings.files] },
+      });
+    }
+    return this.lock.withLock(project, async () => {
+      const dir = this.paths.overlay(project);
+      const existing = await listOverlay(dir, settings);
+      if (!existing.some((f) => f.path === path) && existing.length >= OVERLAY_MAX_FILES) {
+        throw new GroveError('invalid_input', `project "${project}" already has ${OVERLAY_MAX_FILES} overlay files; delete one first`);
+      }
+      // Recorded before the file exists: no snapshot can ever see it unlisted.
+      await recordOverlayPaths(this.paths.repo(project), [...existing.map((f) => f.path), path]);
+      await writeOverlayFile(dir, path, bytes);
+      this.log.info({ project, path, bytes: bytes.length }, 'overlay file set');
+      return this.overlayListing(project);
+    });
+  }
+
+  async deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    const p = parseOrThrow(overlayFilePathSchema, path, { what: 'overlay path' });
+    return this.lock.withLock(project, async () => {
+      await removeOverlayFile(this.paths.overlay(project), p);
+      this.log.info({ project, path: p }, 'overlay file removed');
+      // The path stays in the recorded list (recordOverlayPaths only adds): a worktree may still hold a copy.
+      return this.overlayListing(project);
+    });
+  }
+
+  /** The overlay files with sizes. Call under the repository lock. */
+  private async overlayListing(project: string): Promise<OverlayListResponse> {
+    const files = await this.currentOverlay(project);
+    const sized = await Promise.all(files.map(async (f) => ({ path: f.path, writable: f.writable, size: (await stat(f.hostPath)).size })));
+    return { files: sized };
+  }
+
   async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
     this.assertOpen();
     this.requireProject(validProject(project));
@@ -1353,7 +1404,7 @@ class GroveImpl implements Grove {
     await this.host.ensure(row.slug);
     const worktree = this.paths.worktree(row.project, row.name);
     const { mounts, refused } = await this.lock.withLock(row.project, async () =>
-      prepareMountTargets(await this.overlayFiles(row.project), worktree, canChown() ? OWNER : null),
+      prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
     );
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
     const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };

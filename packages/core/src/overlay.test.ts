@@ -137,4 +137,25 @@ describe('overlay files', () => {
     expect(git(src, 'rev-parse', 'refs/heads/grove/w')).toBe(cp.commit);
     expect(secretsIn(src, 'refs/heads/grove/w')).toBe('');
   });
+
+  it('are set and removed through the API for a project from a URL; a removed one stays out of commits', async () => {
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${src}`, createDefault: false });
+    // Nothing is taken from a URL source.
+    expect(await g.overlayFiles('demo')).toEqual({ files: [] });
+    expect(await g.putOverlayFile('demo', { path: '.env', content: `TOKEN=${SECRET}\n` })).toEqual({ files: [{ path: '.env', writable: false, size: `TOKEN=${SECRET}\n`.length }] });
+    await expect(g.putOverlayFile('demo', { path: 'config/app.yml', content: 'x' })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining('overlay.files') as string });
+    await expect(g.putOverlayFile('demo', { path: '.git/config', content: 'x' })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(g.putOverlayFile('nope', { path: '.env', content: 'x' })).rejects.toMatchObject({ code: 'project_not_found' });
+
+    await g.fork({ project: 'demo', name: 'w' });
+    expect(driver.containers.get('demo~w')?.spec.overlay).toEqual([{ hostPath: join(home, 'overlays', 'demo', '.env'), path: '.env' }]);
+
+    expect(await g.deleteOverlayFile('demo', '.env')).toEqual({ files: [] });
+    // The workspace still has its mount point (and might hold a copy): .env stays out of its commits.
+    writeFileSync(join(wt('w'), '.env'), `TOKEN=${SECRET}\n`);
+    writeFileSync(join(wt('w'), 'app.txt'), 'v3\n');
+    expect((await g.checkpoint('demo~w')).files).toEqual(['app.txt']);
+    expect(treeOf('refs/heads/grove/w')).not.toContain('.env');
+  });
 });

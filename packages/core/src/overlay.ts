@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { chown, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
-import { DEFAULT_OVERLAY_FILES, overlayPathProblem } from '@grove/contracts';
+import { DEFAULT_OVERLAY_FILES, OVERLAY_MAX_BYTES, overlayPathProblem } from '@grove/contracts';
 import type { ProjectConfig } from '@grove/contracts';
 
 /**
@@ -12,8 +12,7 @@ import type { ProjectConfig } from '@grove/contracts';
  * writable ones as copies made at fork. Snapshots drop every overlay path (git.ts, dropOverlayEntries).
  */
 
-/** One file is at most this big; a project holds at most this many. */
-export const OVERLAY_MAX_BYTES = 1024 * 1024;
+/** A project holds at most this many overlay files (each at most OVERLAY_MAX_BYTES). */
 export const OVERLAY_MAX_FILES = 64;
 
 export interface OverlaySettings {
