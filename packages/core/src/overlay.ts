@@ -51,7 +51,8 @@ export async function listOverlay(dir: string, settings: OverlaySettings): Promi
     for (const e of entries) {
       const path = rel ? `${rel}/${e.name}` : e.name;
       if (e.isDirectory()) await walk(path);
-      else if (e.isFile() && overlayPathProblem(path, { glob: false }) === null && matchesAny(settings.files, path)) {
+      // A .grove-tmp file is a write a crash interrupted, never an overlay file.
+      else if (e.isFile() && !e.name.endsWith('.grove-tmp') && overlayPathProblem(path, { glob: false }) === null && matchesAny(settings.files, path)) {
         out.push({ path, hostPath: join(dir, ...path.split('/')), writable: matchesAny(settings.writable, path) });
       }
     }
