@@ -297,7 +297,10 @@ export async function overlayPaths(repo: string): Promise<string[]> {
  * copy of a file the overlay no longer has, and it must not be committed then. Call under the repository lock.
  */
 export async function recordOverlayPaths(repo: string, paths: readonly string[]): Promise<void> {
-  const clean = [...new Set([...(await overlayPaths(repo)), ...paths])].filter((p) => overlayPathProblem(p, { glob: false }) === null).sort();
+  const recorded = await overlayPaths(repo);
+  const clean = [...new Set([...recorded, ...paths])].filter((p) => overlayPathProblem(p, { glob: false }) === null).sort();
+  // Nothing new (every fork and start records the list): leave both files alone.
+  if (clean.length === recorded.length && existsSync(join(repo, OVERLAY_LIST))) return;
   await mkdir(join(repo, 'info'), { recursive: true });
   await writeAtomic(join(repo, OVERLAY_LIST), clean.map((p) => `${p}\0`).join(''));
   const excludeFile = join(repo, 'info', 'exclude');

@@ -183,7 +183,12 @@ export async function copyWritable(files: readonly OverlayFile[], worktree: stri
       continue;
     }
     const content = await readFile(f.hostPath);
-    const fh = await open(target, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW, 0o644);
+    // O_NONBLOCK: a FIFO planted there fails at once instead of blocking the host.
+    const fh = await open(target, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_TRUNC | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK, 0o644).catch(() => null);
+    if (!fh) {
+      refused.push(f.path);
+      continue;
+    }
     try {
       await fh.writeFile(content);
       if (owner) await fh.chown(owner.uid, owner.gid);
@@ -212,7 +217,7 @@ export async function prepareMountTargets(
       refused.push(f.path);
       continue;
     }
-    const fh = await open(target, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o644).catch(() => null);
+    const fh = await open(target, fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK, 0o644).catch(() => null);
     if (!fh) {
       refused.push(f.path);
       continue;
