@@ -1,7 +1,7 @@
 // The config-parity overlay: files taken from a local checkout, handed to workspaces (read-only mounts, writable
 // copies), and never in a commit. Real git, real SQLite, the in-memory sandbox driver (the mounts themselves are
 // exercised against Docker in packages/sandbox/src/docker.test.ts).
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -158,4 +158,20 @@ describe('overlay files', () => {
     expect((await g.checkpoint('demo~w')).files).toEqual(['app.txt']);
     expect(treeOf('refs/heads/grove/w')).not.toContain('.env');
   });
+
+  it('are never written through a symlink the branch puts in their way', async () => {
+    const outside = join(tmp, 'outside');
+    mkdirSync(outside);
+    symlinkSync(outside, join(src, 'conf'));
+    git(src, 'add', 'conf');
+    git(src, 'commit', '-q', '-m', 'a link out of the worktree');
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${src}`, createDefault: false, config: { overlay: { files: ['conf/app.env', 'conf/rw.env'], writable: ['conf/rw.env'] } } });
+    await g.putOverlayFile('demo', { path: 'conf/app.env', content: 'A=1\n' });
+    await g.putOverlayFile('demo', { path: 'conf/rw.env', content: 'B=2\n' });
+    await g.fork({ project: 'demo', name: 'w' });
+    expect(driver.containers.get('demo~w')?.spec.overlay).toEqual([]);
+    expect(readdirSync(outside)).toEqual([]);
+  });
 });
+
