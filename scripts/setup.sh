@@ -2,7 +2,8 @@
 # Idempotent machine setup for Grove: npm dependencies, a running Docker engine, the sandbox image.
 # Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
 #   --no-install     skip `npm ci` (used by `npm test`'s pretest)
-#   --with-browser   also make sure Debian's chromium is there (the browser tests need it)
+#   --with-browser   also make sure Debian's chromium and openssh-server are there (the browser tests and the
+#                    ssh remote test need them)
 # Works from a fresh clone, as root in CI without a TTY, and re-run any number of times.
 set -euo pipefail
 
@@ -141,6 +142,14 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   say "installing chromium (apt-get)"
   apt-get update -qq </dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null >/dev/null
+fi
+
+# 6. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
+if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
+  is_debian_root || die "the ssh remote test needs /usr/sbin/sshd: install Debian's openssh-server package"
+  say "installing openssh-server (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server </dev/null >/dev/null
 fi
 
 say "done in $((SECONDS - START_S))s"

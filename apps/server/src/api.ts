@@ -26,10 +26,10 @@ import {
   type Workspace,
   type WorkspaceResponse,
 } from '@grove/contracts';
-import { projectConfigSchema, projectNameSchema } from '@grove/contracts';
+import { overlayPathQuerySchema, projectConfigSchema, projectNameSchema, putOverlayFileRequestSchema } from '@grove/contracts';
 import { addProjectRequestSchema, checkpointRequestSchema, diffQuerySchema, publishRequestSchema, turnNumberSchema } from '@grove/contracts';
 import type { ProjectConfigResponse, TeardownPreview, TurnDiffResponse, TurnsResponse, UndoResponse } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import { z } from 'zod';
 import { errorPayload } from './errors.ts';
 
@@ -126,6 +126,19 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
     const project = projectParam(c);
     const config = parseOrThrow(projectConfigSchema, await readJson(c), { what: 'project config' });
     return c.json({ config: await grove.setProjectConfig(project, config) } satisfies ProjectConfigResponse);
+  });
+
+  // The config-parity overlay (docs/git-flow.md): the user's local files workspaces get and commits never carry.
+  app.get('/api/projects/:project/overlay', async (c) => c.json((await grove.overlayFiles(projectParam(c))) satisfies OverlayListResponse));
+  app.put('/api/projects/:project/overlay', async (c) => {
+    const project = projectParam(c);
+    const req = parseOrThrow(putOverlayFileRequestSchema, await readJson(c), { what: 'overlay file' });
+    return c.json((await grove.putOverlayFile(project, req)) satisfies OverlayListResponse);
+  });
+  app.delete('/api/projects/:project/overlay', async (c) => {
+    const project = projectParam(c);
+    const q = parseOrThrow(overlayPathQuerySchema, c.req.query(), { what: 'query' });
+    return c.json((await grove.deleteOverlayFile(project, q.path)) satisfies OverlayListResponse);
   });
 
   app.get('/api/workspaces', async (c) => {

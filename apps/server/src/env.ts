@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { gitSshCommandSchema } from '@grove/contracts';
 
 /** Per-sandbox memory limit; the default cap is what half the host's memory allows at that limit, at most 8. */
 export const SANDBOX_MEMORY_BYTES = 512 * 1024 * 1024;
@@ -71,6 +72,11 @@ export const envSchema = z.object({
    * written to a config, remote URL, log or thread. Unset: publish answers not_configured.
    */
   GROVE_FORGE_TOKEN: z.string().min(1).optional(),
+  /**
+   * The ssh Grove's remote git (clone, fetch, push) runs, e.g. `ssh -i /etc/grove/deploy_key -o
+   * UserKnownHostsFile=/etc/grove/known_hosts`; unset: ssh with this user's ~/.ssh. Always in BatchMode.
+   */
+  GROVE_GIT_SSH_COMMAND: gitSshCommandSchema.optional(),
   /** How often every project is fetched and published workspaces' pull requests are checked; 0: never. */
   GROVE_WATCH_INTERVAL_MS: z.coerce.number().int().min(0).default(5 * 60_000),
   /** Where the relay sends agents' API calls. Plain HTTP only to a loopback address (a local test server). */

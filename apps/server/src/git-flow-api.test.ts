@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
 import type { AddProjectOptions } from '@grove/core';
-import { GroveError, checkpointResponseSchema, diffResponseSchema, projectSchema } from '@grove/contracts';
+import { GroveError, checkpointResponseSchema, diffResponseSchema, overlayListResponseSchema, projectSchema } from '@grove/contracts';
 import { createApi } from './api.ts';
 
 const calls: unknown[] = [];
@@ -22,6 +22,18 @@ const grove = {
   diff: async (slug: string, o: unknown) => {
     calls.push({ diff: slug, o });
     return { branch: 'grove/x', defaultBranch: 'main', base: 'b'.repeat(40), head: 'c'.repeat(40), uncommitted: false, ahead: 1, behind: 0, files: [], patch: '', truncated: false };
+  },
+  overlayFiles: async (project: string) => {
+    calls.push({ overlayFiles: project });
+    return { files: [{ path: '.env', writable: false, size: 3 }] };
+  },
+  putOverlayFile: async (project: string, req: unknown) => {
+    calls.push({ putOverlayFile: project, req });
+    return { files: [{ path: '.env', writable: false, size: 3 }] };
+  },
+  deleteOverlayFile: async (project: string, path: unknown) => {
+    calls.push({ deleteOverlayFile: project, path });
+    return { files: [] };
   },
   publish: async (slug: string, req: unknown) => {
     calls.push({ publish: slug, req });
@@ -50,6 +62,26 @@ describe('git flow API', () => {
     expect((await app.request('/api/projects', json('POST', { name: 'taken', source: '/srv/app' }))).status).toBe(409);
     expect((await app.request('/api/projects', json('POST', { name: 'x', source: '/srv/app', extra: 1 }))).status).toBe(422);
     expect(calls).toHaveLength(2);
+  });
+
+  it('overlay routes take one plain path and its text, refusing git plumbing, escapes and globs before core sees them', async () => {
+    calls.length = 0;
+    const list = await app.request('/api/projects/demo/overlay');
+    expect(overlayListResponseSchema.parse(await list.json()).files).toEqual([{ path: '.env', writable: false, size: 3 }]);
+    expect((await app.request('/api/projects/demo/overlay', json('PUT', { path: '.env', content: 'A=1\n' }))).status).toBe(200);
+    expect((await app.request('/api/projects/demo/overlay?path=.env', { method: 'DELETE' })).status).toBe(200);
+    expect(calls).toEqual([{ overlayFiles: 'demo' }, { putOverlayFile: 'demo', req: { path: '.env', content: 'A=1\n' } }, { deleteOverlayFile: 'demo', path: '.env' }]);
+
+    for (const path of ['.git/config', '../x', '/etc/passwd', '.gitattributes', '.claude/*', 'a//b', 'x\ny']) {
+      const put = await app.request('/api/projects/demo/overlay', json('PUT', { path, content: '' }));
+      expect(put.status, path).toBe(422);
+      expect(await put.json()).toMatchObject({ code: 'invalid_input' });
+      expect((await app.request(`/api/projects/demo/overlay?path=${encodeURIComponent(path)}`, { method: 'DELETE' })).status, path).toBe(422);
+    }
+    expect((await app.request('/api/projects/demo/overlay', json('PUT', { path: '.env', content: 'x'.repeat(1024 * 1024 + 1) }))).status).toBe(422);
+    expect((await app.request('/api/projects/demo/overlay', json('PUT', { path: '.env' }))).status).toBe(422);
+    expect((await app.request('/api/projects/Bad/overlay')).status).toBe(422);
+    expect(calls).toHaveLength(3);
   });
 
   it('checkpoint takes an optional body; diff takes maxBytes; publish errors keep their code', async () => {

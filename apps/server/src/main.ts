@@ -48,6 +48,7 @@ async function main(): Promise<void> {
     idleStopMs: env.GROVE_IDLE_STOP,
     providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
     forgeToken: env.GROVE_FORGE_TOKEN ?? null,
+    gitSshCommand: env.GROVE_GIT_SSH_COMMAND ?? null,
     watchIntervalMs: env.GROVE_WATCH_INTERVAL_MS,
   });
   if (dockerUp) await grove.reconcile();

@@ -74,6 +74,9 @@ const grove: Grove = {
     if (slug !== 'demo~old') throw new GroveError('not_found', `workspace "${slug}" has no saved work to restore`);
     return ws(`demo~${req.name}`, 'running');
   },
+  overlayFiles: async () => ({ files: [] }), // overlay routes: git-flow-api.test.ts
+  putOverlayFile: async () => ({ files: [] }),
+  deleteOverlayFile: async () => ({ files: [] }),
   egress: async () => ({ policy: { rules: [] }, source: 'default', decisions: [] }), // egress routes: egress-api.test.ts
   setEgressPolicy: async () => ({ rules: [] }),
   resetEgressPolicy: async () => ({ rules: [] }),

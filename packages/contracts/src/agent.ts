@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { egressPolicySchema } from './egress.ts';
-import { forgeConfigSchema, gitSettingsSchema } from './git-flow.ts';
+import { forgeConfigSchema, gitSettingsSchema, overlayConfigSchema } from './git-flow.ts';
 
 /**
  * Agents and the per-project configuration (docs/agents.md). The host validates a project's config
@@ -135,6 +135,11 @@ export const projectConfigSchema = z
      * pull-request watcher tears it down (the branch is kept) and records workspace.cleaned.
      */
     keepCheckoutOnClose: z.boolean().optional(),
+    /**
+     * The user's local files (not in git) each workspace gets: read-only mounts, or copies for `writable` ones.
+     * Never in a commit. Absent: DEFAULT_OVERLAY_FILES, all read-only (docs/git-flow.md).
+     */
+    overlay: overlayConfigSchema.optional(),
   })
   .strict();
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;

@@ -37,6 +37,19 @@ export const projectSourceSchema = z
   // A password in a URL would be stored in the primary clone's config and in the registry.
   .refine((s) => !/^[a-z]+:\/\/[^/@]*:[^/@]*@/.test(s), { error: 'source must not carry a password; use an ssh key or a credential-free URL' });
 
+/**
+ * GROVE_GIT_SSH_COMMAND: the ssh Grove's remote git runs (e.g. `ssh -i /etc/grove/deploy_key -o
+ * UserKnownHostsFile=/etc/grove/known_hosts`), for a deploy key or a known_hosts of its own instead of the server
+ * user's ~/.ssh. The program must be ssh; Grove puts `-o BatchMode=yes -o ConnectTimeout=15` right after it, and
+ * ssh keeps the first value of an option, so it never prompts whatever follows.
+ */
+export const gitSshCommandSchema = z
+  .string()
+  .min(1)
+  .max(1024)
+  .refine((s) => !CONTROL.test(s), { error: 'GROVE_GIT_SSH_COMMAND must not contain control characters' })
+  .refine((s) => /^(\/[A-Za-z0-9._/-]*\/)?ssh(\s|$)/.test(s), { error: 'GROVE_GIT_SSH_COMMAND must start with ssh (or an absolute path to ssh)' });
+
 /** POST /api/projects */
 export const addProjectRequestSchema = z
   .object({
@@ -180,3 +193,86 @@ export const forgePullSchema = z.object({
   /** The head commit: what was merged (or the branch's tip when it was closed). */
   head: z.object({ sha: z.string().regex(/^[0-9a-f]{40,64}$/).nullish() }).nullish(),
 });
+
+// ---- the config-parity overlay (docs/git-flow.md) ----
+
+/** The files a workspace gets from the user's checkout when the project config names none. */
+export const DEFAULT_OVERLAY_FILES = ['.claude/settings.local.json', '.claude/*', '.mcp.json', '.env', '.envrc'] as const;
+
+/**
+ * Names that steer git itself: overlaid, they would change what the host's snapshots contain (.gitignore,
+ * .gitattributes) or where submodules come from (.gitmodules); `.git` is the repository.
+ */
+const GIT_PLUMBING = new Set(['.git', '.gitignore', '.gitattributes', '.gitmodules']);
+const OVERLAY_SEGMENT = /^[A-Za-z0-9._@+-]+$/;
+const OVERLAY_LAST_SEGMENT = /^[A-Za-z0-9._@+*?-]+$/;
+
+/** Why an overlay entry is refused, or null when it is fine. Shared by the config schema and core's checks. */
+export function overlayPathProblem(p: string, o: { glob: boolean }): string | null {
+  if (p.length === 0 || p.length > 256) return 'must be 1 to 256 characters';
+  if (p.startsWith('/')) return 'must be relative to the workspace root (no leading /)';
+  const segments = p.split('/');
+  for (const [i, s] of segments.entries()) {
+    const last = i === segments.length - 1;
+    if (s === '' || s === '.' || s === '..') return 'must not contain empty, "." or ".." segments';
+    if (!(last && o.glob ? OVERLAY_LAST_SEGMENT : OVERLAY_SEGMENT).test(s)) {
+      return o.glob
+        ? 'may use letters, digits and . _ @ + - (and * ? in its last segment only)'
+        : 'may use letters, digits and . _ @ + - only';
+    }
+    if (GIT_PLUMBING.has(s)) return `must not name git plumbing (${[...GIT_PLUMBING].join(', ')})`;
+  }
+  return null;
+}
+
+const overlayGlobSchema = z.string().superRefine((p, ctx) => {
+  const problem = overlayPathProblem(p, { glob: true });
+  if (problem) ctx.addIssue({ code: 'custom', message: `overlay entry ${JSON.stringify(p)} ${problem}` });
+});
+
+/**
+ * `overlay` in a project config: the user's local files a workspace needs that git does not carry. Each entry is
+ * a path relative to the repository root, `*` and `?` allowed in its last segment. `writable` entries (each also
+ * in `files`) are copied into the worktree at fork; the others are mounted read-only. Absent `files`: the defaults.
+ */
+export const overlayConfigSchema = z
+  .object({
+    files: z.array(overlayGlobSchema).max(64).optional(),
+    writable: z.array(overlayGlobSchema).max(64).optional(),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    const files: readonly string[] = o.files ?? DEFAULT_OVERLAY_FILES;
+    for (const w of o.writable ?? []) {
+      if (!files.includes(w)) ctx.addIssue({ code: 'custom', path: ['writable'], message: `writable entry ${JSON.stringify(w)} must also be in overlay.files` });
+    }
+  });
+export type OverlayConfig = z.infer<typeof overlayConfigSchema>;
+
+/** One overlay file is at most this many bytes. */
+export const OVERLAY_MAX_BYTES = 1024 * 1024;
+
+/** A single overlay file's path (no globs), as the overlay API takes it. */
+export const overlayFilePathSchema = z.string().superRefine((p, ctx) => {
+  const problem = overlayPathProblem(p, { glob: false });
+  if (problem) ctx.addIssue({ code: 'custom', message: `overlay path ${JSON.stringify(p)} ${problem}` });
+});
+
+/** PUT /api/projects/:project/overlay: set one file's content (UTF-8 text). */
+export const putOverlayFileRequestSchema = z
+  .object({
+    path: overlayFilePathSchema,
+    content: z.string().max(OVERLAY_MAX_BYTES, { error: `content must be at most ${OVERLAY_MAX_BYTES} bytes` }),
+  })
+  .strict();
+export type PutOverlayFileRequest = z.infer<typeof putOverlayFileRequestSchema>;
+
+/** DELETE /api/projects/:project/overlay?path= */
+export const overlayPathQuerySchema = z.object({ path: overlayFilePathSchema }).strict();
+
+export const overlayFileSchema = z.object({ path: z.string(), writable: z.boolean(), size: z.number().int().nonnegative() });
+export type OverlayFileInfo = z.infer<typeof overlayFileSchema>;
+
+/** GET, PUT and DELETE /api/projects/:project/overlay: the project's overlay files after the call. */
+export const overlayListResponseSchema = z.object({ files: z.array(overlayFileSchema) });
+export type OverlayListResponse = z.infer<typeof overlayListResponseSchema>;

@@ -40,6 +40,8 @@ export interface GitFlowDeps {
   /** Why the watcher keeps this workspace after its pull request ended (null: nothing holds it). */
   setCleanupHeld(id: number, reason: string | null): void;
   forgeToken: string | null;
+  /** GROVE_GIT_SSH_COMMAND, validated; null: plain ssh with the server user's ~/.ssh. */
+  sshCommand: string | null;
   /** Live workspace rows and registered projects, for the watcher. */
   liveRows(): WorkspaceRow[];
   projects(): ProjectRow[];
@@ -83,6 +85,11 @@ export class GitFlow {
 
   constructor(private readonly d: GitFlowDeps) {}
 
+  /** The ssh remote git runs (GROVE_GIT_SSH_COMMAND), for the clone of a new project too. */
+  get sshCommand(): string | null {
+    return this.d.sshCommand;
+  }
+
   /** Run watch() every intervalMs (not overlapping itself) until stopWatch(). */
   startWatch(intervalMs: number): void {
     if (this.timer || intervalMs <= 0) return;
@@ -119,7 +126,7 @@ export class GitFlow {
       const repo = this.d.paths.repo(p.name);
       try {
         if (!(await originUrl(repo))) continue;
-        await this.d.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS }));
+        await this.d.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.d.sshCommand }));
         result.fetched.push(p.name);
       } catch (e) {
         result.fetchFailed.push({ project: p.name, reason: reasonOf(e) });
@@ -231,7 +238,7 @@ export class GitFlow {
     const repo = this.d.paths.repo(project);
     if (!(await originUrl(repo))) return { ok: true };
     try {
-      await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS });
+      await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.d.sshCommand });
       return { ok: true };
     } catch (e) {
       const reason = reasonOf(e);
@@ -409,7 +416,7 @@ export class GitFlow {
       }
       const header = forge.gitAuthHeader(origin) ?? undefined;
       // The header carries the token base64-encoded: both forms are blanked out of anything git says.
-      const auth = { header, redact: [this.d.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])] };
+      const auth = { header, redact: [this.d.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])], sshCommand: this.d.sshCommand };
       let pushed: PushResult;
       try {
         pushed = await pushBranch(repo, row.branch, auth);

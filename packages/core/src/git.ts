@@ -1,10 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
-import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm } from 'node:fs/promises';
+import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { GroveError, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
+import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { simpleGit } from 'simple-git';
 import type { SimpleGit } from 'simple-git';
 
@@ -270,6 +270,7 @@ export async function snapshotTree(repo: string, worktree: string, parent: strin
     const g = gitWith(repo, { GIT_DIR: repo, GIT_WORK_TREE: worktree, GIT_INDEX_FILE: join(dir, 'index') });
     await g.raw(parent ? ['read-tree', parent] : ['read-tree', '--empty']);
     await g.raw(['add', '--all']);
+    await dropOverlayEntries((args) => g.raw(args), repo, parent);
     const tree = (await g.raw(['write-tree'])).trim();
     // The index itself, with the stat data of every file it just hashed: a checkpoint installs it as the
     // worktree's own, so `git status` in the sandbox is clean afterwards without re-reading anything there.
@@ -279,6 +280,67 @@ export async function snapshotTree(repo: string, worktree: string, parent: strin
     throw gitFailed(`saving the uncommitted work in ${worktree}`, e);
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+// ---- overlay files never enter a commit ----
+
+/**
+ * The project's overlay paths (docs/git-flow.md), NUL-separated, in the bare repository: host-written, and the
+ * sandbox mounts the common dir read-only, so an agent cannot shorten the list. Every snapshot reads it.
+ */
+export const OVERLAY_LIST = 'info/grove-overlay';
+const EXCLUDE_BEGIN = '# >>> grove overlay (written by Grove; do not edit)';
+const EXCLUDE_END = '# <<< grove overlay';
+
+/** The overlay paths recorded in repo; entries that are not plain overlay paths are ignored. */
+export async function overlayPaths(repo: string): Promise<string[]> {
+  const text = await readFile(join(repo, OVERLAY_LIST), 'utf8').catch(() => '');
+  return text.split('\0').filter((p) => p !== '' && overlayPathProblem(p, { glob: false }) === null);
+}
+
+/**
+ * Add overlay paths to those recorded in repo: the list every snapshot drops, and a block in info/exclude so
+ * `git status` in the sandbox does not offer them either. Paths are only ever added: a worktree may still hold a
+ * copy of a file the overlay no longer has, and it must not be committed then. Call under the repository lock.
+ */
+export async function recordOverlayPaths(repo: string, paths: readonly string[]): Promise<void> {
+  const recorded = await overlayPaths(repo);
+  const clean = [...new Set([...recorded, ...paths])].filter((p) => overlayPathProblem(p, { glob: false }) === null).sort();
+  // Nothing new (every fork and start records the list): leave both files alone.
+  if (clean.length === recorded.length && existsSync(join(repo, OVERLAY_LIST))) return;
+  await mkdir(join(repo, 'info'), { recursive: true });
+  await writeAtomic(join(repo, OVERLAY_LIST), clean.map((p) => `${p}\0`).join(''));
+  const excludeFile = join(repo, 'info', 'exclude');
+  const old = await readFile(excludeFile, 'utf8').catch(() => '');
+  const begin = old.indexOf(EXCLUDE_BEGIN);
+  const end = old.indexOf(EXCLUDE_END);
+  const kept = begin >= 0 && end > begin ? old.slice(0, begin) + old.slice(end + EXCLUDE_END.length).replace(/^\n/, '') : old;
+  // Overlay paths hold no gitignore metacharacters (overlayPathProblem), so "/<path>" matches exactly that file.
+  const block = clean.length ? `${EXCLUDE_BEGIN}\n${clean.map((p) => `/${p}`).join('\n')}\n${EXCLUDE_END}\n` : '';
+  await writeAtomic(excludeFile, `${kept}${kept && !kept.endsWith('\n') ? '\n' : ''}${block}`);
+}
+
+async function writeAtomic(file: string, text: string): Promise<void> {
+  const tmp = `${file}.grove-${randomBytes(4).toString('hex')}`;
+  await writeFile(tmp, text, { mode: 0o644 });
+  await rename(tmp, file);
+}
+
+/**
+ * After `git add --all` into a throwaway index: put every overlay path back the way parent has it (absent when
+ * parent has none), so a snapshot never carries an overlay file, whether untracked or a modified tracked one.
+ * run: git with that index (GIT_DIR = the bare repository).
+ */
+export async function dropOverlayEntries(run: (args: string[]) => Promise<string>, repo: string, parent: string | null): Promise<void> {
+  const paths = await overlayPaths(repo);
+  if (paths.length === 0) return;
+  await run(['update-index', '--force-remove', '--', ...paths]);
+  if (!parent) return;
+  const listed = await run(['ls-tree', '-z', parent, '--', ...paths]);
+  for (const rec of listed.split('\0')) {
+    const m = /^(\d+) blob ([0-9a-f]+)\t(.+)$/s.exec(rec);
+    if (m) await run(['update-index', '--add', '--cacheinfo', `${m[1]},${m[2]},${m[3]}`]);
   }
 }
 

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import {
   DEFAULT_WORKSPACE_NAME,
@@ -16,12 +16,17 @@ import {
   workspaceNameSchema,
   egressPolicySchema,
   projectSourceSchema,
+  gitSshCommandSchema,
+  OVERLAY_MAX_BYTES,
+  overlayFilePathSchema,
+  putOverlayFileRequestSchema,
+  sourceKind,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import { openDb } from '@grove/db';
 import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -39,6 +44,7 @@ import {
   listWorktrees,
   pendingWork,
   prune,
+  recordOverlayPaths,
   removeWorktree,
   resolveCommit,
   saveWork,
@@ -51,6 +57,8 @@ import { cloneBareFrom, pullHeadRef, pullOfRef } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
+import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAny, overlaySettings, prepareMountTargets, removeOverlayFile, writeOverlayFile } from './overlay.ts';
+import type { OverlayFile } from './overlay.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
 import type { RevertRecord } from './turn-snapshots.ts';
 import { readLastMessage } from './thread-summary.ts';
@@ -227,6 +235,7 @@ class GroveImpl implements Grove {
       savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) }),
       setCleanupHeld: (id, reason) => void this.store.update(id, { cleanupHeld: reason }),
       forgeToken: opts.forgeToken ?? null,
+      sshCommand: opts.gitSshCommand != null ? parseOrThrow(gitSshCommandSchema, opts.gitSshCommand, { what: 'gitSshCommand (GROVE_GIT_SSH_COMMAND)' }) : null,
       owner,
       liveRows: () => this.store.rows({ states: LIVE_STATES }),
       projects: () => this.store.projects(),
@@ -345,8 +354,9 @@ class GroveImpl implements Grove {
             await rm(repo, { recursive: true, force: true });
           }
           const t0 = Date.now();
-          await cloneBareFrom(source, repo);
+          await cloneBareFrom(source, repo, { sshCommand: this.flow.sshCommand });
           this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
+          if (sourceKind(source) === 'path') await this.captureOverlay(name, source);
         }
         let defaultBranch: string;
         try {
@@ -378,6 +388,34 @@ class GroveImpl implements Grove {
       throw e;
     }
     return shape;
+  }
+
+  /**
+   * A project added from a local checkout takes the overlay files found there (docs/git-flow.md). Never fatal:
+   * the project works without them. Call under the repository lock, after the clone.
+   */
+  private async captureOverlay(project: string, checkout: string): Promise<void> {
+    try {
+      const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+      const dir = this.paths.overlay(project);
+      await rm(dir, { recursive: true, force: true });
+      const r = await captureOverlay({ checkout, repo: this.paths.repo(project), dir, settings });
+      await recordOverlayPaths(this.paths.repo(project), (await listOverlay(dir, settings)).map((f) => f.path));
+      if (r.captured.length || r.skipped.length) this.log.info({ project, captured: r.captured, skipped: r.skipped }, 'overlay files taken from the checkout');
+    } catch (e) {
+      this.log.warn({ err: e, project }, 'could not take the overlay files from the checkout; the project has none');
+    }
+  }
+
+  /**
+   * The project's overlay files as they stand, their paths recorded in the repository so no snapshot carries
+   * them (git.ts, dropOverlayEntries). Call under the repository lock.
+   */
+  private async currentOverlay(project: string): Promise<OverlayFile[]> {
+    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+    const files = await listOverlay(this.paths.overlay(project), settings);
+    await recordOverlayPaths(this.paths.repo(project), files.map((f) => f.path));
+    return files;
   }
 
   private requireProject(name: string): ProjectRow {
@@ -526,6 +564,9 @@ class GroveImpl implements Grove {
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
         await clearSnapshots({ repo, slug });
         await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
+        const refused = await copyWritable(await this.currentOverlay(project), path, canChown() ? OWNER : null);
+        if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
         return { ...r, baseCommit };
       });
       this.emit(slug, 'workspace.prepared', {
@@ -979,6 +1020,54 @@ class GroveImpl implements Grove {
     return readProjectConfig(this.paths.projectConfig(project));
   }
 
+  async overlayFiles(project: string): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    return this.lock.withLock(project, () => this.overlayListing(project));
+  }
+
+  async putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    const { path, content } = parseOrThrow(putOverlayFileRequestSchema, req, { what: 'overlay file' });
+    const bytes = Buffer.from(content, 'utf8');
+    if (bytes.length > OVERLAY_MAX_BYTES) throw new GroveError('invalid_input', `overlay file ${path} is ${bytes.length} bytes; at most ${OVERLAY_MAX_BYTES} are allowed`);
+    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
+    if (!matchesAny(settings.files, path)) {
+      throw new GroveError('invalid_input', `${path} is not an overlay file of project "${project}": add it (or a glob naming it) to overlay.files in the project config first`, {
+        details: { path, overlayFiles: [...settings.files] },
+      });
+    }
+    return this.lock.withLock(project, async () => {
+      const dir = this.paths.overlay(project);
+      const existing = await listOverlay(dir, settings);
+      if (!existing.some((f) => f.path === path) && existing.length >= OVERLAY_MAX_FILES) {
+        throw new GroveError('invalid_input', `project "${project}" already has ${OVERLAY_MAX_FILES} overlay files; delete one first`);
+      }
+      // Recorded before the file exists: no snapshot can ever see it unlisted.
+      await recordOverlayPaths(this.paths.repo(project), [...existing.map((f) => f.path), path]);
+      await writeOverlayFile(dir, path, bytes);
+      this.log.info({ project, path, bytes: bytes.length }, 'overlay file set');
+      return this.overlayListing(project);
+    });
+  }
+
+  async deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse> {
+    this.requireProject(validProject(project));
+    const p = parseOrThrow(overlayFilePathSchema, path, { what: 'overlay path' });
+    return this.lock.withLock(project, async () => {
+      await removeOverlayFile(this.paths.overlay(project), p);
+      this.log.info({ project, path: p }, 'overlay file removed');
+      // The path stays in the recorded list (recordOverlayPaths only adds): a worktree may still hold a copy.
+      return this.overlayListing(project);
+    });
+  }
+
+  /** The overlay files with sizes. Call under the repository lock. */
+  private async overlayListing(project: string): Promise<OverlayListResponse> {
+    const files = await this.currentOverlay(project);
+    const sized = await Promise.all(files.map(async (f) => ({ path: f.path, writable: f.writable, size: (await stat(f.hostPath)).size })));
+    return { files: sized };
+  }
+
   async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
     this.assertOpen();
     this.requireProject(validProject(project));
@@ -1341,7 +1430,13 @@ class GroveImpl implements Grove {
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
     // host.sock and provider.sock exist before the container does, so its backend finds them at once.
     await this.host.ensure(row.slug);
-    const info = await this.opts.driver.ensure(this.spec(row, adminDir, config));
+    const worktree = this.paths.worktree(row.project, row.name);
+    const { mounts, refused } = await this.lock.withLock(row.project, async () =>
+      prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
+    );
+    if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
+    const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
+    const info = await this.opts.driver.ensure(spec);
     this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;
   }

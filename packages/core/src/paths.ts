@@ -17,6 +17,10 @@ export interface GrovePaths {
   archiveRoot: string;
   /** Per-project config files (agent, allowed paths): docs/agents.md. Host-only, never mounted. */
   configRoot: string;
+  /** Per-project config-parity overlay files (docs/git-flow.md). Host-only; never mounted wholesale. */
+  overlaysRoot: string;
+  /** <home>/overlays/<project>: the project's overlay files at their repository-relative paths. */
+  overlay(project: string): string;
   /** The bare primary clone; it is the common git dir of every worktree of the project. */
   repo(project: string): string;
   worktreesOf(project: string): string;
@@ -76,6 +80,7 @@ export function createPaths(home: string): GrovePaths {
     locksRoot: join(h, 'locks'),
     archiveRoot: join(h, 'archive'),
     configRoot: join(h, 'config'),
+    overlaysRoot: join(h, 'overlays'),
   };
   return {
     home: h,
@@ -90,6 +95,7 @@ export function createPaths(home: string): GrovePaths {
     egressSocket: (slug) => under(roots.runRoot, validSlug(slug), 'egress.sock'),
     state: (slug) => under(roots.stateRoot, validSlug(slug)),
     lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
+    overlay: (project) => under(roots.overlaysRoot, validProject(project)),
     projectConfig: (project) => under(roots.configRoot, `${validProject(project)}.json`),
     archiveFor: (slug, at) => under(roots.archiveRoot, `${validSlug(slug)}-${stamp(at)}`),
   };

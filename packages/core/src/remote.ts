@@ -59,6 +59,20 @@ export interface RemoteGitOptions {
   timeoutMs?: number;
   /** Strings to blank out of any error text (a token that might be echoed). */
   redact?: string[];
+  /** GROVE_GIT_SSH_COMMAND (validated by gitSshCommandSchema); default plain ssh with the server user's ~/.ssh. */
+  sshCommand?: string | null;
+}
+
+const SSH_HARDENING = '-o BatchMode=yes -o ConnectTimeout=15';
+
+/**
+ * GIT_SSH_COMMAND: BatchMode (fail instead of asking for a passphrase or a host key) right after the program, so
+ * it comes before anything a configured command adds (ssh keeps an option's first value).
+ */
+export function gitSshCommand(custom?: string | null): string {
+  if (!custom) return `ssh ${SSH_HARDENING}`;
+  const program = /^\S+/.exec(custom)?.[0] ?? 'ssh';
+  return `${program} ${SSH_HARDENING}${custom.slice(program.length)}`;
 }
 
 function scrub(text: string, redact: string[] = []): string {
@@ -75,8 +89,8 @@ export function remoteGit(args: string[], o: RemoteGitOptions): Promise<{ stdout
     GIT_TERMINAL_PROMPT: '0',
     GIT_CONFIG_NOSYSTEM: '1',
     GIT_CONFIG_GLOBAL: '/dev/null',
-    // ssh reads keys and known_hosts from HOME; BatchMode: fail instead of asking for a passphrase or a host key.
-    GIT_SSH_COMMAND: 'ssh -o BatchMode=yes -o ConnectTimeout=15',
+    // ssh reads keys and known_hosts from HOME unless the server's GROVE_GIT_SSH_COMMAND says otherwise.
+    GIT_SSH_COMMAND: gitSshCommand(o.sshCommand),
     ...(CHILD_HOME ? { HOME: CHILD_HOME } : {}),
     ...o.env,
   };
@@ -111,10 +125,10 @@ const CLONE_HINT: Record<RemoteFailure, string> = {
  * Clone source as a bare repository at dest. On any failure dest is removed and the error says why
  * (remote_failed with reason unreachable or auth, invalid_input when there is no repository there).
  */
-export async function cloneBareFrom(source: string, dest: string, opts: { timeoutMs?: number } = {}): Promise<void> {
+export async function cloneBareFrom(source: string, dest: string, opts: { timeoutMs?: number; sshCommand?: string | null } = {}): Promise<void> {
   await mkdir(dirname(dest), { recursive: true });
   try {
-    await remoteGit(['clone', '--bare', '--quiet', '--', source, dest], { cwd: dirname(dest), timeoutMs: opts.timeoutMs ?? 600_000 });
+    await remoteGit(['clone', '--bare', '--quiet', '--', source, dest], { cwd: dirname(dest), timeoutMs: opts.timeoutMs ?? 600_000, sshCommand: opts.sshCommand });
   } catch (e) {
     await rm(dest, { recursive: true, force: true });
     if (!(e instanceof RemoteGitError)) throw e;
@@ -132,8 +146,8 @@ export async function cloneBareFrom(source: string, dest: string, opts: { timeou
 export const MIRROR_REFSPECS = ['+refs/heads/*:refs/heads/*', '^refs/heads/grove/*'];
 
 /** git fetch --prune of origin into the bare primary clone. Call under the repository lock. */
-export async function fetchPrune(repo: string, opts: { timeoutMs?: number } = {}): Promise<void> {
-  await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000 });
+export async function fetchPrune(repo: string, opts: { timeoutMs?: number; sshCommand?: string | null } = {}): Promise<void> {
+  await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000, sshCommand: opts.sshCommand });
 }
 
 /** Where a pull request's head is kept in the primary clone: Grove's own namespace, outside refs/heads (never pushed, never pruned). */
@@ -191,10 +205,10 @@ export interface PushResult {
  * Push refs/heads/<branch> to the same name on origin, never forced. header: an Authorization header for
  * http(s) remotes, passed through GIT_CONFIG_* variables so it is in no config file, argv or URL.
  */
-export async function pushBranch(repo: string, branch: string, opts: { header?: string; redact?: string[] } = {}): Promise<PushResult> {
+export async function pushBranch(repo: string, branch: string, opts: { header?: string; redact?: string[]; sshCommand?: string | null } = {}): Promise<PushResult> {
   const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
   const ref = `refs/heads/${branch}`;
-  const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 300_000 });
+  const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 300_000, sshCommand: opts.sshCommand });
   // Porcelain lines: "<flag>\t<from>:<to>\t<summary>"; * new ref, = up to date, space fast-forward.
   const line = stdout.split('\n').find((l) => l.includes(`\t${ref}:${ref}\t`)) ?? '';
   return { created: line.startsWith('*'), upToDate: line.startsWith('=') };
@@ -204,8 +218,8 @@ export async function pushBranch(repo: string, branch: string, opts: { header?: 
  * Delete the branch on origin, but only while it still points at commit (a lease): undoes a push of ours
  * and nothing anyone pushed since.
  */
-export async function deleteRemoteBranch(repo: string, branch: string, commit: string, opts: { header?: string; redact?: string[] } = {}): Promise<void> {
+export async function deleteRemoteBranch(repo: string, branch: string, commit: string, opts: { header?: string; redact?: string[]; sshCommand?: string | null } = {}): Promise<void> {
   const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
   const ref = `refs/heads/${branch}`;
-  await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 120_000 });
+  await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 120_000, sshCommand: opts.sshCommand });
 }

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { GroveError } from '@grove/contracts';
 import type { TurnDiffResponse, TurnFile, TurnSummary } from '@grove/contracts';
-import { snapshotTree } from './git.ts';
+import { dropOverlayEntries, snapshotTree } from './git.ts';
 import { PathPolicy } from './path-globs.ts';
 
 /**
@@ -126,6 +126,8 @@ class TempIndex {
   async scan(base: string): Promise<{ tree: string; changes: Change[] }> {
     await this.run(['read-tree', base], 'reading the base tree');
     await this.run(['add', '--all', '--', '.'], 'reading the worktree');
+    // Overlay files are the user's, not the turn's: never reverted, undone or snapshotted.
+    await dropOverlayEntries((args) => this.run(args, 'leaving out the overlay files'), this.ctx.repo, base);
     const tree = (await this.run(['write-tree'], 'writing the worktree tree')).trim();
     const out = await this.run(['diff-index', '--cached', '--no-renames', '--name-status', '-z', base], 'listing changes');
     return { tree, changes: parseNameStatus(out) };

@@ -1,7 +1,7 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -41,6 +41,11 @@ export interface GroveOptions {
    * calls and of git over https to the forge's host; never written to a config, remote URL, log or thread.
    */
   forgeToken?: string | null;
+  /**
+   * The ssh remote git runs (GROVE_GIT_SSH_COMMAND, checked by gitSshCommandSchema), e.g. with `-i <key> -o
+   * UserKnownHostsFile=<file>`; absent: ssh with the server user's keys and known_hosts. Always in BatchMode.
+   */
+  gitSshCommand?: string | null;
   /**
    * How often, once reconcile() has run, every project is fetched and published workspaces' pull requests are
    * checked (merged or closed → torn down unless keepCheckoutOnClose). Default 5 minutes; 0 turns it off.
@@ -109,6 +114,12 @@ export interface Grove {
   projectConfig(project: string): Promise<ProjectConfig>;
   /** Validate and replace a project's config; it applies to containers created afterwards. */
   setProjectConfig(project: string, config: unknown): Promise<ProjectConfig>;
+  /** The project's config-parity overlay files (docs/git-flow.md). */
+  overlayFiles(project: string): Promise<OverlayListResponse>;
+  /** Set one overlay file; its path must be named by the config's overlay.files. Forks and starts after this see it. */
+  putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse>;
+  /** Remove one overlay file; no error when it is absent. */
+  deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse>;
   /**
    * Put the worktree back to how it was before the last turn that changed files (repeatable), and mark
    * it in the thread. 409 while a turn runs or when there is nothing to undo; workspace_stopped when stopped.

@@ -4,7 +4,7 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +80,14 @@ function makeFixture(): Fixture {
     return spec;
   };
   const specs = { a: specFor('a'), b: specFor('b') };
+  // b gets a config-parity overlay file: kept outside the worktree, mounted read-only onto the empty
+  // mount point the host makes in the worktree (docs/git-flow.md).
+  const overlayFile = join(root, 'overlays', PROJECT, '.claude', 'settings.local.json');
+  mkdirSync(join(overlayFile, '..'), { recursive: true });
+  writeFileSync(overlayFile, '{"local":true}\n');
+  mkdirSync(join(specs.b.worktreePath, '.claude'));
+  writeFileSync(join(specs.b.worktreePath, '.claude', 'settings.local.json'), '');
+  specs.b.overlay = [{ hostPath: overlayFile, path: '.claude/settings.local.json' }];
   // The host commits on the workspace branch (DESIGN s8), so grove/a is ahead of main: moving main
   // to HEAD from inside would be a real change, which the read-only common dir must refuse.
   writeFileSync(join(specs.a.worktreePath, 'work.txt'), 'work\n');
@@ -197,6 +205,25 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(sh(a, `test -e '${fx.specs.b.runDir}'`).code).not.toBe(0);
     expect(sh(a, `test -e '${fx.specs.b.stateDir}'`).code).not.toBe(0);
     expect(sh(a, 'ls /run/grove').out).not.toContain('proj~b');
+  });
+
+  it('shows overlay files read-only: readable, not writable, not removable; their directory stays writable', () => {
+    const b = `${PROJECT}~b`;
+    expect(sh(b, 'cat /workspace/.claude/settings.local.json').out).toBe('{"local":true}\n');
+    const write = sh(b, 'echo changed > /workspace/.claude/settings.local.json');
+    expect(write.code).not.toBe(0);
+    expect(write.out).toMatch(/read-only file system/i);
+    expect(sh(b, 'rm -f /workspace/.claude/settings.local.json').code).not.toBe(0);
+    expect(sh(b, 'mv /workspace/.claude/settings.local.json /workspace/x').code).not.toBe(0);
+    expect(sh(b, 'touch /workspace/.claude/other.json').code).toBe(0);
+    expect(readFileSync(fx.specs.b.overlay?.[0]?.hostPath ?? '', 'utf8')).toBe('{"local":true}\n');
+  });
+
+  it('refuses an overlay entry that names git plumbing or is not a plain relative path', async () => {
+    for (const path of ['.git/config', '../escape', '/etc/passwd', '.gitattributes']) {
+      const spec = { ...fx.specs.a, slug: `${PROJECT}~bad`, overlay: [{ hostPath: fx.specs.b.overlay?.[0]?.hostPath ?? '', path }] };
+      await expect(driver.ensure(spec)).rejects.toMatchObject({ code: 'invalid_input' });
+    }
   });
 
   it('lets git read the worktree but not write refs or objects', () => {

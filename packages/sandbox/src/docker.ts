@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 import { isAbsolute, normalize } from 'node:path';
 import Docker from 'dockerode';
 import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
-import { GroveError, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
+import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
 import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from './types.ts';
 
@@ -288,6 +288,7 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
     bind(spec.runDir, SANDBOX_PATHS.run, false),
     bind(spec.threadDir, SANDBOX_PATHS.thread, false),
     bind(spec.stateDir, SANDBOX_PATHS.agentState, false),
+    ...(spec.overlay ?? []).map((o) => bind(o.hostPath, `${SANDBOX_PATHS.workspace}/${o.path}`, true)),
   ];
   const body: ContainerCreateOptions = {
     name: ctx.name,
@@ -353,6 +354,13 @@ function validateSpec(spec: SandboxSpec): void {
   for (const [key, p] of Object.entries(paths)) {
     if (!isAbsolute(p) || normalize(p) !== p || (p.length > 1 && p.endsWith('/'))) {
       throw new GroveError('invalid_input', `sandbox spec: ${key} must be a normalised absolute path, got "${p}"`);
+    }
+  }
+  for (const o of spec.overlay ?? []) {
+    const problem = overlayPathProblem(o.path, { glob: false });
+    if (problem) throw new GroveError('invalid_input', `sandbox spec: overlay path "${o.path}" ${problem}`);
+    if (!isAbsolute(o.hostPath) || normalize(o.hostPath) !== o.hostPath) {
+      throw new GroveError('invalid_input', `sandbox spec: overlay hostPath must be a normalised absolute path, got "${o.hostPath}"`);
     }
   }
   if (!spec.gitAdminDir.startsWith(`${spec.gitCommonDir}/`)) {

@@ -25,6 +25,11 @@ export interface SandboxSpec {
   /** Extra environment for the backend (never secrets). */
   env: Record<string, string>;
   limits: SandboxLimits;
+  /**
+   * Config-parity overlay files (docs/git-flow.md), each mounted read-only at /workspace/<path>. hostPath is
+   * a regular file the host keeps outside the worktree; path is repository-relative, never git plumbing.
+   */
+  overlay?: Array<{ hostPath: string; path: string }>;
 }
 
 export interface SandboxInfo {
