@@ -4,7 +4,7 @@
 // ranges included, runs in packages/egress/src/gate.docker.test.ts behind a loopback-only connector.
 // The only connect() toward another address (192.0.2.1, TEST-NET-1) happens after the test has shown
 // the sandbox has no route at all.
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -115,14 +115,22 @@ describe('egress: no way out but the gate', () => {
     expect(dns.code).toBe(3);
   });
 
-  it('cannot send ICMP either: no raw sockets (no CAP_NET_RAW), and the unprivileged ping socket has no route', () => {
-    // Node has no ICMP: a small static C probe, built here and piped into the sandbox's /tmp.
+  it('cannot send ICMP either: no raw sockets (no CAP_NET_RAW), and the unprivileged ping socket has no route', async () => {
+    // Node has no ICMP: a small static C probe, built here and piped into the sandbox's /tmp. Both steps
+    // run asynchronously: a test blocked for seconds would leave the harness's pooled keep-alive socket
+    // to the server stale (closed by the server meanwhile) for the next request.
     const dir = fs.mkdtempSync(path.join(home, 'icmp-'));
     const bin = path.join(dir, 'icmp-probe');
-    execFileSync('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
-    const out = execFileSync('docker', ['exec', '-i', container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
-      input: fs.readFileSync(bin),
-      encoding: 'utf8',
+    await run('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
+    const out = await new Promise<string>((resolve, reject) => {
+      const c = spawn('docker', ['exec', '-i', container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
+        stdio: ['pipe', 'pipe', 'inherit'],
+      });
+      let text = '';
+      c.stdout.on('data', (d: Buffer) => (text += d.toString('utf8')));
+      c.on('error', reject);
+      c.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`docker exec of the ICMP probe exited with ${code}`))));
+      c.stdin.end(fs.readFileSync(bin));
     });
     const r = JSON.parse(out.trim()) as { raw: string; ping: string };
     expect(r.raw).toBe('EPERM');
