@@ -123,6 +123,26 @@ describe('grove CLI', () => {
     expect((await grove('rm', 'demo~cli-m')).code).toBe(0);
   });
 
+  it('fork --pr falls back to the default branch with the reason recorded; keep-checkout sets and resets the per-workspace choice', async () => {
+    expect((await grove('fork', 'demo', 'cli-x', '--from', 'main', '--pr', '7')).code).toBe(2);
+    // The demo's remote has no refs/pull/7/head: the fork starts at the default branch and says why.
+    const fork = await grove('fork', 'demo', 'cli-pr', '--pr', '7', '--keep-checkout');
+    expect(fork.code).toBe(0);
+    const fallback = await fx.s.api<{ events: { data: { wanted?: string; base?: string } }[] }>('GET', '/api/events?slug=demo~cli-pr&type=workspace.base_fallback');
+    expect(fallback.body.events[0]?.data).toMatchObject({ wanted: 'pull request #7', base: 'main' });
+    const ws = async () => (await fx.s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo~cli-pr')).body.workspace;
+    expect((await ws()).keepCheckoutOnClose).toBe(true);
+
+    const off = await grove('keep-checkout', 'demo~cli-pr', 'off');
+    expect(off.stdout).toContain('the checkout goes');
+    expect((await ws()).keepCheckoutOnClose).toBe(false);
+    expect((await grove('keep-checkout', 'demo~cli-pr', 'default')).stdout).toContain('the project decides');
+    expect((await ws()).keepCheckoutOnClose ?? null).toBeNull();
+    expect((await grove('keep-checkout', 'demo~cli-pr', 'maybe')).code).toBe(2);
+    expect((await grove('keep-checkout', 'demo~nope', 'on')).code).toBe(3);
+    expect((await grove('rm', 'demo~cli-pr')).code).toBe(0);
+  });
+
   it('resume lists without a terminal (table, JSON with the last message), reopens a stopped workspace by slug, exits 3 and 4', async () => {
     expect((await grove('fork', 'demo', 'cli-r')).code).toBe(0);
     expect((await fx.s.api('POST', '/w/demo~cli-r/messages', { text: 'remember the resume test' })).status).toBe(202);

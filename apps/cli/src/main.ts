@@ -323,15 +323,28 @@ export function buildProgram(): Command {
     .description('fork a new workspace (its own branch, worktree and sandbox) and wait until it is ready')
     .option('--from <ref>', 'branch or commit to start from (default: the project default branch)')
     .option('-m, --message <text>', 'first message to the agent, sent once the workspace is ready')
+    .option('--pr <number>', "start from this pull request's head (fetched from the project's remote; the default branch, with the reason recorded, when it cannot be)", positiveInt)
+    .option('--keep-checkout', 'keep the checkout when its pull request is merged or closed (overrides the project setting)')
     .option('--queue', 'when every sandbox slot is taken, wait in line instead of failing (it stays in line if you interrupt; `grove rm` cancels)')
     .option('--json', 'print the workspace as JSON')
-    .addHelpText('after', '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login -m "make the login form remember the email"')
-    .action(async (project: string, name: string, o: { from?: string; message?: string; queue?: boolean; json?: boolean }) => {
+    .addHelpText(
+      'after',
+      '\nExamples:\n  grove fork demo fix-login\n  grove fork demo try-again --from grove/fix-login -m "make the login form remember the email"\n  grove fork demo review-42 --pr 42',
+    )
+    .action(async (project: string, name: string, o: { from?: string; pr?: number; keepCheckout?: boolean; message?: string; queue?: boolean; json?: boolean }) => {
+      if (o.from !== undefined && o.pr !== undefined) throw new Exit(EXIT.usage, 'give --from or --pr, not both');
       // Checked before anything is created: a bad message must not leave a fresh workspace behind with nothing said.
       const first = o.message === undefined ? null : postMessageRequestSchema.safeParse({ text: o.message });
       if (first && !first.success) throw new Exit(EXIT.usage, `-m: ${first.error.issues[0]?.message ?? 'invalid message'}`);
       const after = await lastEventId(makeSlug(project, name)).catch(() => 0);
-      const body = { project, name, ...(o.from ? { from: o.from } : {}), ...(o.queue ? { queue: true } : {}) };
+      const body = {
+        project,
+        name,
+        ...(o.from ? { from: o.from } : {}),
+        ...(o.pr !== undefined ? { pullRequest: o.pr } : {}),
+        ...(o.keepCheckout ? { keepCheckoutOnClose: true } : {}),
+        ...(o.queue ? { queue: true } : {}),
+      };
       const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', body);
       const slug = accepted.workspace.slug;
       const ready = await withProgress(slug, after, untilRunning(slug), Boolean(o.json));
@@ -341,6 +354,20 @@ export function buildProgram(): Command {
       if (o.json) return out(JSON.stringify({ ...ready, url: workspaceUrl(env.url, ready), message: sent }));
       printReady(ready, false);
       err(`message sent (turn ${sent.turn})`);
+    });
+
+  program
+    .command('keep-checkout <slug> <setting>')
+    .description('whether the checkout stays when its pull request is merged or closed: on, off, or default (the project decides)')
+    .option('--json', 'print the workspace as JSON')
+    .addHelpText('after', '\nExamples:\n  grove keep-checkout demo~fix-login on\n  grove keep-checkout demo~fix-login default')
+    .action(async (slug: string, setting: string, o: { json?: boolean }) => {
+      const value = ({ on: true, off: false, default: null } as const)[setting as 'on' | 'off' | 'default'];
+      if (value === undefined) throw new Exit(EXIT.usage, `setting must be on, off or default, not "${setting}"`);
+      const { workspace } = await call(workspaceResponseSchema, 'PATCH', `/api/workspaces/${enc(slug)}`, { keepCheckoutOnClose: value });
+      if (o.json) return out(JSON.stringify(workspace));
+      const now = workspace.keepCheckoutOnClose;
+      out(`${workspace.slug}: ${now === true ? 'the checkout stays' : now === false ? 'the checkout goes' : 'the project decides'} when its pull request is merged or closed`);
     });
 
   /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
