@@ -36,7 +36,8 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
   const items = useMemo(() => toItems(state), [state]);
   // Every new line from Grove itself (files recorded or put back, an undo) means the turn list changed.
   const groveLines = useMemo(() => state.lines.filter((l) => l.kind === 'raw' && l.provider === GROVE_LINE_PROVIDER).length, [state.lines]);
-  const turns = useTurns(slug, groveLines);
+  const changed = useMemo(() => items.filter((i) => i.kind === 'changes').map((i) => i.turn), [items]);
+  const turns = useTurns(slug, groveLines, changed);
   const scroller = useRef<HTMLDivElement>(null);
   const stick = useRef(true);
   /** Where the reader left the thread, restored when its tab comes back (a hidden element loses its scroll offset). */
