@@ -76,13 +76,14 @@ export const gitSettingsSchema = z
       .default('grove@localhost'),
     /**
      * Checkpoint after every turn that changed files, with the turn's first message line as the commit
-     * subject. Default false: an undo after such a checkpoint leaves a revert to commit (docs/git-flow.md).
+     * subject, and after every undo of such a turn (docs/git-flow.md). Default true: the branch always holds
+     * what the thread shows, so nothing waits in a worktree for a teardown to save it.
      */
-    checkpointAfterTurn: z.boolean().default(false),
+    checkpointAfterTurn: z.boolean().default(true),
   })
   .strict();
 export type GitSettings = z.infer<typeof gitSettingsSchema>;
-export const DEFAULT_GIT_SETTINGS: GitSettings = { authorName: 'Grove', authorEmail: 'grove@localhost', checkpointAfterTurn: false };
+export const DEFAULT_GIT_SETTINGS: GitSettings = { authorName: 'Grove', authorEmail: 'grove@localhost', checkpointAfterTurn: true };
 
 const forgeSegment = z
   .string()

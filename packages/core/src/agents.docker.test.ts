@@ -220,6 +220,17 @@ describe('claude in a real sandbox', () => {
       const marks = threadResponseSchema.parse((await http(socket, { path: '/thread' })).json).lines.map(grove).filter((e) => e?.type === 'undo');
       expect(marks).toEqual([expect.objectContaining({ undoneTurn: 'turn-2' }), expect.objectContaining({ undoneTurn: 'turn-1' })]);
       expect(git(worktree, 'status', '--porcelain')).toBe('');
+      // Checkpoints after turns (the default): the branch holds each changing turn and each undo, and ends
+      // where it started, tree for tree; nothing was rewritten.
+      const repo = join(home, 'repos', 'cc');
+      expect(git(repo, 'log', '-4', '--format=%s', 'grove/one').split('\n')).toEqual([
+        'Undo: write hello.txt hi from claude; write secret/notes.txt not allowed',
+        'Undo: write hello.txt second version',
+        'write hello.txt second version',
+        'write hello.txt hi from claude; write secret/notes.txt not allowed',
+      ]);
+      expect(git(repo, 'rev-parse', 'grove/one^{tree}')).toBe(git(repo, 'rev-parse', 'grove/one~4^{tree}'));
+      expect(git(repo, 'show', 'grove/one~3:hello.txt')).toBe('hi from claude');
 
       // Stop records the session in the registry; a new container resumes it.
       const stopped = await g.stop('cc~one');

@@ -61,6 +61,8 @@ export interface TurnGuardDeps {
   owner: { uid: number; gid: number } | null;
   /** After a turn that changed files was snapshotted (the checkpoint after a turn, docs/git-flow.md). Never throws. */
   afterSnapshot?(slug: string, turn: string, files: string[]): Promise<void>;
+  /** After an undo restored files (the checkpoint of the undo); never throws. */
+  afterUndo?(slug: string, turn: string, files: string[]): Promise<void>;
 }
 
 const TURN_ID = /^turn-([1-9][0-9]{0,8})$/;
@@ -139,6 +141,8 @@ export class TurnGuard {
       const note = await postJson(socket, '/notes', { turn, event });
       if (note.status !== 201) this.deps.log.warn({ slug, status: note.status }, 'the undo marker could not be added to the thread');
       this.deps.emit(slug, 'workspace.undo', { workspaceId: row.id, turn, ref: result.ref, restored: result.restored, files: result.files.length, remaining: result.remaining });
+      // Still under the hold: no turn may write while the undo is committed.
+      await this.deps.afterUndo?.(slug, turn, result.files);
       return { undone: { turn, ref: result.ref, files: result.files }, remaining: result.remaining };
     } finally {
       await postJson(socket, '/hold/release', { hold }).catch((err: unknown) => this.deps.log.warn({ err, slug }, 'could not release the hold; it expires by itself'));

@@ -217,19 +217,21 @@ function userLine(turn: string, text: string): string {
 }
 
 describe('checkpoint after a turn', () => {
-  it('commits a turn that changed files with its first message line as the subject, when the project asks for it', async () => {
+  it('commits a turn that changed files with its first message line as the subject, unless the project turns it off', async () => {
     const g = await open();
     await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
     await g.fork({ project: 'demo', name: 't' });
     const repo = join(home, 'repos', 'demo');
     const start = git(repo, 'rev-parse', 'grove/t');
 
-    // Default: turns do not move the branch.
+    // Turned off: turns do not move the branch.
+    await g.setProjectConfig('demo', { git: { checkpointAfterTurn: false } });
     writeFileSync(join(worktree('t'), 'one.txt'), '1\n');
     expect(await turnEnded('demo~t', 'turn-1')).toBe(200);
     expect(git(repo, 'rev-parse', 'grove/t')).toBe(start);
 
-    await g.setProjectConfig('demo', { git: { authorName: 'Ada', authorEmail: 'ada@example.test', checkpointAfterTurn: true } });
+    // The default (a git section without checkpointAfterTurn, as with none at all): on.
+    await g.setProjectConfig('demo', { git: { authorName: 'Ada', authorEmail: 'ada@example.test' } });
     writeFileSync(join(home, 'threads', 'demo~t', 'thread.jsonl'), userLine('turn-1', 'ignored') + userLine('turn-2', '\n  Add the second file\u0007 please\nand more detail'));
     writeFileSync(join(worktree('t'), 'two.txt'), '2\n');
     expect(await turnEnded('demo~t', 'turn-2')).toBe(200);

@@ -280,17 +280,33 @@ export class GitFlow {
   }
 
   /**
-   * The checkpoint after a turn that changed files, when the project's git.checkpointAfterTurn says so. Runs
+   * The checkpoint after a turn that changed files, unless the project's git.checkpointAfterTurn is false. Runs
    * from the after-turn hook, under the repository lock but not the slug's mutex (a long publish must not hold
    * up the backend's turn); teardown removes worktrees under the same lock, so the two never overlap. Never
    * throws: a failed checkpoint is logged and the work stays in the worktree.
    */
   async checkpointAfterTurn(slug: string, turn: string, files: string[]): Promise<void> {
+    await this.checkpointQuietly(slug, turn, async () => this.turnMessage(slug, turn, files));
+  }
+
+  /**
+   * After an undo put a turn's files back: the same checkpoint commits the undo, so the branch holds what the
+   * worktree and thread show. The turn's own checkpoint stays in the history (it may already be pushed; a
+   * branch is never rewritten under a pull request).
+   */
+  async checkpointAfterUndo(slug: string, turn: string, files: string[]): Promise<void> {
+    await this.checkpointQuietly(slug, turn, async () => {
+      const [subject = '', ...body] = (await this.turnMessage(slug, turn, files)).split('\n');
+      return [`Undo: ${subject}`.slice(0, 80), ...body].join('\n').replace(`Grove ${turn} in ${slug} changed:`, `Grove undid ${turn} in ${slug}, which changed:`);
+    });
+  }
+
+  private async checkpointQuietly(slug: string, turn: string, message: () => Promise<string>): Promise<void> {
     try {
       const row = this.d.row(slug);
       const config = await this.d.config(row.project);
-      if (!config.git?.checkpointAfterTurn) return;
-      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files));
+      if (!(config.git ?? DEFAULT_GIT_SETTINGS).checkpointAfterTurn) return;
+      await this.checkpointNow(slug, await message());
     } catch (e) {
       this.d.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
     }

@@ -189,6 +189,7 @@ class GroveImpl implements Grove {
       live: (slug) => this.store.live(slug),
       owner,
       afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
+      afterUndo: (slug, turn, files) => this.flow.checkpointAfterUndo(slug, turn, files),
     });
     this.host = new HostServices({
       logger: opts.logger,
