@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffResponseSchema, listProjectsResponseSchema, listWorkspacesResponseSchema, publishResponseSchema, type LastMessage, type ThreadLine, type Workspace } from '@grove/contracts';
 import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { TOKEN, cleanup, git, makeHome, useServer, waitFor } from './harness.ts';
+import { TOKEN, cleanup, containerOf, dockerExec, git, makeHome, useServer, waitFor } from './harness.ts';
 
 const FORGE_TOKEN = 'e2e-cli-forge-token-93be04aa';
 const fx = useServer('cli', { GROVE_MAX_RUNNING: '2', GROVE_FORGE_TOKEN: FORGE_TOKEN });
@@ -275,7 +275,7 @@ describe('grove CLI', () => {
   });
 
   it('has help with an example on every command', async () => {
-    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs', 'project add', 'projects', 'checkpoint', 'diff', 'publish']) {
+    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs', 'project add', 'project overlay ls', 'project overlay set', 'project overlay rm', 'projects', 'checkpoint', 'diff', 'publish']) {
       const help = await grove(...cmd.split(' '), '--help');
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`grove ${cmd}`);
@@ -321,8 +321,27 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     expect(projects.stdout).toMatch(/^app\s+main\s+\S+$/m);
     expect(listProjectsResponseSchema.parse(JSON.parse((await grove('projects', '--json')).stdout)).projects.map((p) => p.name)).toContain('app');
 
+    // The overlay: a local file workspaces get and commits never carry.
+    expect((await grove('project', 'overlay', 'ls', 'app')).stdout).toContain('No overlay files for app.');
+    const local = path.join(remoteHome, 'local.env');
+    fs.writeFileSync(local, 'TOKEN=from-the-cli\n');
+    const set = await grove('project', 'overlay', 'set', 'app', '.env', '--from', local);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toMatch(/^\.env\s+copied \(writable\)|^\.env\s+mounted read-only/m);
+    expect(set.stdout).toMatch(/^\.env\s+.*\s19 B$/m);
+    expect((await grove('project', 'overlay', 'set', 'app', '.git/config', '--from', local)).code).toBe(2);
+    const missing = await grove('project', 'overlay', 'set', 'app', '.envrc', '--from', path.join(remoteHome, 'nope'));
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('no such file');
+    expect((await fx.s.api<{ files: { path: string }[] }>('GET', '/api/projects/app/overlay')).body.files.map((f) => f.path)).toEqual(['.env']);
+
     const fork = await grove('fork', 'app', 'feat');
     expect(fork.code, fork.stderr).toBe(0);
+    // Inside the sandbox (on the host the worktree holds only the mount point).
+    expect(dockerExec(containerOf(fx.s.instance, 'app~feat') ?? '', ['cat', '/workspace/.env'])).toEqual({ code: 0, out: 'TOKEN=from-the-cli\n' });
+    const rm = await grove('project', 'overlay', 'rm', 'app', '.env');
+    expect(rm.code, rm.stderr).toBe(0);
+    expect(rm.stdout).toContain('No overlay files for app.');
     fs.writeFileSync(path.join(fx.home, 'worktrees', 'app', 'feat', 'hello.txt'), 'hello from the cli test\n');
 
     const stat = await grove('diff', 'app~feat', '--stat');

@@ -19,7 +19,9 @@ import {
   checkpointResponseSchema,
   diffResponseSchema,
   listProjectsResponseSchema,
+  overlayListResponseSchema,
   projectResponseSchema,
+  putOverlayFileRequestSchema,
   publishRequestSchema,
   publishResponseSchema,
   type LastMessage,
@@ -102,6 +104,23 @@ function positiveInt(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a whole number from 1 up');
   return n;
+}
+
+/** A local file the user named (e.g. --from ./.env); a missing or unreadable one is a usage error. */
+function readLocal(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (e) {
+    throw new Exit(EXIT.usage, `--from ${file}: ${(e as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+  }
+}
+
+/** All of stdin; from a terminal that would wait for typing, so it says how to give the content instead. */
+async function readStdin(): Promise<string> {
+  if (process.stdin.isTTY) throw new Exit(EXIT.usage, 'give the content with --from <file> or on stdin (grove project overlay set <project> <path> < file)');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 export function buildProgram(): Command {
@@ -498,6 +517,49 @@ export function buildProgram(): Command {
       if (o.json) return out(JSON.stringify(p));
       out(`project ${p.name} added (default branch ${p.defaultBranch})`);
       err(`Fork a workspace of it: grove fork ${p.name} <name>`);
+    });
+
+  // The config-parity overlay: the user's local files (.env, .claude/settings.local.json, ...) that workspaces
+  // get and that never enter a commit (docs/git-flow.md).
+  const overlay = project.command('overlay').description("a project's overlay: local files its workspaces get that git does not carry (never committed)");
+  const overlayTable = (files: { path: string; writable: boolean; size: number }[], name: string): void => {
+    if (!files.length) return out(`No overlay files for ${name}. Add one: grove project overlay set ${name} .env --from ./.env`);
+    out(table([['PATH', 'IN THE SANDBOX', 'SIZE'], ...files.map((f) => [f.path, f.writable ? 'copied (writable)' : 'mounted read-only', `${f.size} B`])]));
+  };
+  overlay
+    .command('ls <project>')
+    .description("list a project's overlay files")
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove project overlay ls app\n  grove project overlay ls app --json | jq -r ".files[].path"')
+    .action(async (name: string, o: { json?: boolean }) => {
+      const r = await call(overlayListResponseSchema, 'GET', `/api/projects/${enc(name)}/overlay`);
+      if (o.json) return out(JSON.stringify(r));
+      overlayTable(r.files, name);
+    });
+  overlay
+    .command('set <project> <path>')
+    .description('add or replace an overlay file (a path in the checkout, e.g. .env); its content comes from --from or stdin. Workspaces forked or reopened from now on get it')
+    .option('--from <file>', 'read the content from this local file (default: stdin)')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove project overlay set app .env --from ./.env\n  grove project overlay set app .claude/settings.local.json < ~/app/.claude/settings.local.json')
+    .action(async (name: string, file: string, o: { from?: string; json?: boolean }) => {
+      const content = o.from === undefined ? await readStdin() : readLocal(o.from);
+      const body = checked(putOverlayFileRequestSchema, { path: file, content });
+      const r = await call(overlayListResponseSchema, 'PUT', `/api/projects/${enc(name)}/overlay`, body);
+      if (o.json) return out(JSON.stringify(r));
+      err(`${name}: ${file} set (${Buffer.byteLength(content)} B); workspaces forked or reopened from now on get it`);
+      overlayTable(r.files, name);
+    });
+  overlay
+    .command('rm <project> <path>')
+    .description('remove an overlay file; workspaces forked or reopened from now on no longer get it')
+    .option('--json', 'print JSON')
+    .addHelpText('after', '\nExamples:\n  grove project overlay rm app .env')
+    .action(async (name: string, file: string, o: { json?: boolean }) => {
+      const r = await call(overlayListResponseSchema, 'DELETE', `/api/projects/${enc(name)}/overlay?${new URLSearchParams({ path: file }).toString()}`);
+      if (o.json) return out(JSON.stringify(r));
+      err(`${name}: ${file} removed from the overlay`);
+      overlayTable(r.files, name);
     });
 
   program
