@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
 import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
 import { WEB_DIR, assertWebReady, launchBrowser, signedIn } from './browser.ts';
-import { cleanup, containerOf, dockerExec, git, makeHome, startServer, type RunningServer } from './harness.ts';
+import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitFor, type RunningServer } from './harness.ts';
 
 const FORGE_TOKEN = 'e2e-web-forge-token-5d2b9e71';
 const home = makeHome('web-git');
@@ -125,4 +125,107 @@ describe('the Changes panel', () => {
     expect(await phone.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
     await phone.context().close();
   }, 240_000);
+});
+
+describe('forking from a pull request, and keeping the checkout', () => {
+  const get = async (slug: string) => (await s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${slug}`)).body.workspace;
+
+  it('a pull request the remote does not have: the fork starts at main and the dialog, card and tab say why; keep-checkout set in the dialog, then changed on the card', async () => {
+    const page = await signedIn(browser, s.base);
+    await page.goto(`${s.base}/workspaces`);
+    await page.getByRole('button', { name: 'New workspace' }).first().click();
+    const dialog = page.getByRole('dialog', { name: 'New workspace' });
+    await dialog.getByLabel('Name').fill('review');
+    await dialog.getByRole('radio', { name: 'A pull request' }).check();
+
+    // Checked with the contracts schema before anything is sent: nothing is created.
+    const number = dialog.getByLabel('Pull request number');
+    const create = dialog.getByRole('button', { name: 'Create workspace' });
+    await number.fill('0');
+    await dialog.getByText('pullRequest numbers start at 1').waitFor();
+    expect(await create.isDisabled()).toBe(true);
+    await number.fill('seven');
+    await dialog.getByText('pullRequest must be a pull request number, like 42').waitFor();
+    expect(await create.isDisabled()).toBe(true);
+    expect((await s.api('GET', '/api/workspaces/app~review')).status).toBe(404);
+
+    await number.fill('#7');
+    await dialog.getByText('More options').click();
+    await dialog.getByLabel('Keep the checkout when its pull request is merged or closed').check();
+    await create.click();
+
+    // The upstream has no refs/pull/7/head: the progress says where it started instead, and why.
+    const progress = page.getByRole('dialog', { name: 'Starting review' });
+    await progress.getByText(/^Started at main instead of pull request #7: pull request #7's head could not be fetched: .+/).waitFor({ timeout: 60_000 });
+    await progress.getByText('Ready.').waitFor({ timeout: 90_000 });
+    const ws = await get('app~review');
+    expect(ws).toMatchObject({ state: 'running', baseRef: 'main', keepCheckoutOnClose: true });
+    const repo = path.join(s.home, 'repos', 'app');
+    expect(git(repo, 'rev-parse', 'grove/review')).toBe(git(repo, 'rev-parse', 'main'));
+    const fallback = await s.api<{ events: { data: { wanted?: string; base?: string } }[] }>('GET', '/api/events?slug=app~review&type=workspace.base_fallback');
+    expect(fallback.body.events.map((e) => [e.data.wanted, e.data.base])).toEqual([['pull request #7', 'main']]);
+    await progress.getByRole('button', { name: 'Close' }).click();
+
+    // The card keeps saying it, and shows the choice made in the dialog.
+    const c = card(page, 'review');
+    await c.getByText(/^Started at main instead of pull request #7: /).waitFor();
+    const keep = c.getByLabel('When its pull request is merged or closed');
+    expect(await keep.inputValue()).toBe('keep');
+
+    // Back to the project's setting (null), keep again, clean up (false), back again: each one stored by PATCH.
+    for (const [choice, stored] of [
+      ['project', null],
+      ['keep', true],
+      ['clean', false],
+      ['project', null],
+    ] as const) {
+      await keep.selectOption(choice);
+      await waitFor(`keepCheckoutOnClose ${String(stored)}`, async () => ((await get('app~review')).keepCheckoutOnClose ?? null) === stored, 10_000);
+    }
+    // What the card shows is what the server holds, after a reload too; the project's own setting is named.
+    await page.reload();
+    const again = card(page, 'review').getByLabel('When its pull request is merged or closed');
+    await again.getByRole('option', { name: 'Project setting: clean up' }).waitFor({ state: 'attached' });
+    expect(await again.inputValue()).toBe('project');
+    await again.selectOption('keep');
+    await waitFor('keepCheckoutOnClose true', async () => (await get('app~review')).keepCheckoutOnClose === true, 10_000);
+
+    // The tab's Changes panel: the same note, and the same setting inside it.
+    await page.goto(`${s.base}/p/app/w/review`);
+    const panel = changes(page, 'review');
+    await panel.getByText(/^Started at main instead of pull request #7: /).waitFor();
+    await panel.getByRole('button', { name: 'Changes', exact: true }).click();
+    const inPanel = panel.getByLabel('When its pull request is merged or closed');
+    expect(await inPanel.inputValue()).toBe('keep');
+    await inPanel.selectOption('project');
+    await waitFor('keepCheckoutOnClose null', async () => ((await get('app~review')).keepCheckoutOnClose ?? null) === null, 10_000);
+
+    // A workspace forked from the default branch, as asked, has no such note.
+    await page.goto(`${s.base}/workspaces`);
+    await card(page, 'review').getByText(/^Started at main instead/).waitFor();
+    await card(page, 'feat').getByLabel('When its pull request is merged or closed').waitFor();
+    expect(await card(page, 'feat').getByText(/^Started at/).count()).toBe(0);
+
+    // A pull request the remote has (feat's, published above; refs/pull/<n>/head as GitHub and Gitea serve it):
+    // the fork starts at its head and says so. review is stopped first: both sandbox slots are taken.
+    expect((await s.api('POST', '/api/workspaces/app~review/stop')).status).toBe(200);
+    git(upstream, 'update-ref', 'refs/pull/1/head', 'refs/heads/grove/feat');
+    await page.getByRole('button', { name: 'New workspace' }).first().click();
+    const second = page.getByRole('dialog', { name: 'New workspace' });
+    await second.getByLabel('Name').fill('pr-one');
+    await second.getByRole('radio', { name: 'A pull request' }).check();
+    await second.getByLabel('Pull request number').fill('1');
+    await second.getByRole('button', { name: 'Create workspace' }).click();
+    const started = page.getByRole('dialog', { name: 'Starting pr-one' });
+    await started.getByText('Started at the head of pull request #1.').waitFor({ timeout: 60_000 });
+    await started.getByText('Ready.').waitFor({ timeout: 90_000 });
+    expect(await started.getByText(/^Started at main instead/).count()).toBe(0);
+    expect((await get('app~pr-one')).baseRef).toBe('refs/grove-pr/1/head');
+    expect(git(path.join(s.home, 'repos', 'app'), 'rev-parse', 'grove/pr-one')).toBe(git(upstream, 'rev-parse', 'grove/feat'));
+    await started.getByRole('button', { name: 'Close' }).click();
+    const prCard = card(page, 'pr-one');
+    await prCard.getByText('pull request #1', { exact: true }).waitFor();
+    expect(await prCard.getByText(/^Started at/).count()).toBe(0);
+    await page.context().close();
+  }, 300_000);
 });

@@ -117,6 +117,13 @@ export const eventSchema = z.object({
 });
 export type GroveEvent = z.infer<typeof eventSchema>;
 
+/**
+ * data of a `workspace.base_fallback` event: the fork was asked to start at `wanted` ("pull request #7") and
+ * started at `base` (the default branch) instead, for `reason`. Extra fields (workspaceId) are allowed.
+ */
+export const baseFallbackDataSchema = z.object({ wanted: z.string(), base: z.string(), reason: z.string() });
+export type BaseFallbackData = z.infer<typeof baseFallbackDataSchema>;
+
 // ---- Registry API bodies ----
 
 export const forkRequestSchema = z
@@ -138,7 +145,12 @@ export const forkRequestSchema = z
      * Start at this pull request's head (refs/pull/<n>/head on the project's remote, which GitHub and Gitea
      * serve); when it cannot be fetched the fork starts at the default branch and workspace.base_fallback says why.
      */
-    pullRequest: z.number().int().positive().max(2_147_483_647).optional(),
+    pullRequest: z
+      .number({ error: 'pullRequest must be a pull request number, like 42' })
+      .int({ error: 'pullRequest must be a whole number, like 42' })
+      .positive({ error: 'pullRequest numbers start at 1' })
+      .max(2_147_483_647, { error: 'pullRequest is too large to be a pull request number' })
+      .optional(),
     /** Keep the checkout when the pull request is merged or closed, whatever the project says. */
     keepCheckoutOnClose: z.boolean().optional(),
     /**

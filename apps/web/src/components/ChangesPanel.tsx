@@ -6,12 +6,15 @@
 import { useCallback, useEffect, useId, useRef, useState, type FormEvent } from 'react';
 import type { DiffResponse, PullRequest, Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
+import { fallbackSentence } from '../lib/base.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import { eventFeed } from '../lib/events.ts';
 import { FILE_STATUS, PR_STATE_LABEL, aheadBehind, changesSummary, explainGitError, refreshesChanges, type Explained } from '../lib/git-changes.ts';
+import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { Modal } from './Dialog.tsx';
+import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { Spinner } from './ui.tsx';
 
@@ -25,7 +28,8 @@ function explain(e: unknown, project: string): Explained {
   return { title: 'It did not work.', fix: '', detail: messageOf(e) };
 }
 
-export function ChangesPanel({ workspace: w }: { workspace: Workspace }) {
+/** `onChanged`: the workspace's own settings changed (they write no event), so the tab reads it again. */
+export function ChangesPanel({ workspace: w, onChanged }: { workspace: Workspace; onChanged?: () => void }) {
   const [open, setOpen] = useState(false);
   const [load, setLoad] = useState<Load>({ kind: 'loading' });
   const [shown, setShown] = useState<Set<string>>(new Set());
@@ -52,6 +56,7 @@ export function ChangesPanel({ workspace: w }: { workspace: Workspace }) {
   }, [read, w.state]);
   useEventTrigger((e) => refreshesChanges(e, w.slug), () => void read());
 
+  const fallback = useBaseFallback(w);
   const pr = w.pullRequest ?? published;
   const d = load.kind === 'ready' ? load.diff : null;
   const canAct = w.state === 'running' || w.state === 'stopped';
@@ -113,6 +118,7 @@ export function ChangesPanel({ workspace: w }: { workspace: Workspace }) {
           ) : null}
         </span>
       </div>
+      {fallback ? <p className="git-fallback">{fallbackSentence(fallback)}</p> : null}
       {note ? (
         <p className="git-note" role="status">
           {note}
@@ -120,6 +126,7 @@ export function ChangesPanel({ workspace: w }: { workspace: Workspace }) {
       ) : null}
       {open ? (
         <div id={bodyId} className="git-body">
+          {hasKeepCheckout(w) ? <KeepCheckoutSetting workspace={w} className="git-setting" onChanged={onChanged} /> : null}
           {d && d.files.length === 0 ? <p className="diff-status">Nothing changed since this workspace forked from {d.defaultBranch}.</p> : null}
           {d && d.truncated ? <p className="diff-status">The changes are long: only the first 1 MB is shown.</p> : null}
           {d && d.files.length > 0 ? (

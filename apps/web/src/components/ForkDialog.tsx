@@ -1,10 +1,13 @@
-// The fork dialog: name checked live with the server's own schema, optional base and first message, then real progress.
+// The fork dialog: name checked live with the server's own schema; where to start (the default branch, a branch, a
+// pull request's head); an optional first message and, under More options, whether the checkout outlives its pull
+// request; then real progress, including a fork that had to start at the default branch instead.
 'use client';
 
 import Link from 'next/link';
 import { useEffect, useId, useRef, useState, type FormEvent } from 'react';
-import { forkRequestSchema, workspaceNameSchema, type Project, type Workspace } from '@grove/contracts';
+import { forkRequestSchema, workspaceNameSchema, type ForkRequest, type Project, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
+import { fallbackSentence } from '../lib/base.ts';
 import { capacityReason, workspaceHref } from '../lib/capacity.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { Modal } from './Dialog.tsx';
@@ -29,6 +32,17 @@ interface Started {
   message: string;
   /** Its place in line when the fork had to wait (202 queued); null when it started at once. */
   position: number | null;
+  /** The pull request it was asked to start from, if any. */
+  pullRequest: number | null;
+}
+
+/** Where the fork starts: the project's default branch, a branch or commit typed or picked, or a pull request's head. */
+type BaseKind = 'default' | 'branch' | 'pull';
+
+/** "42" or "#42" as a number; anything else NaN, which the schema then refuses in its own words. */
+function pullNumber(text: string): number {
+  const t = text.trim().replace(/^#/, '');
+  return /^[0-9]+$/.test(t) ? Number(t) : Number.NaN;
 }
 
 /** The first rule the value breaks, in the schema's own words; null when it passes. */
@@ -40,7 +54,11 @@ function firstIssue(r: { success: boolean; error?: { issues: Array<{ message: st
 export function ForkDialog({ projects, workspaces, full = false, onClose, onChanged, onStarted }: ForkDialogProps) {
   const [project, setProject] = useState(projects[0]?.name ?? '');
   const [name, setName] = useState('');
+  const [baseKind, setBaseKind] = useState<BaseKind>('default');
   const [from, setFrom] = useState('');
+  const [pullText, setPullText] = useState('');
+  const [pullTouched, setPullTouched] = useState(false);
+  const [keepCheckout, setKeepCheckout] = useState(false);
   const [message, setMessage] = useState('');
   const [touched, setTouched] = useState(false);
   const [serverNameError, setServerNameError] = useState<string | null>(null);
@@ -51,29 +69,58 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
   const [started, setStarted] = useState<Started | null>(null);
   const [queue, setQueue] = useState(true);
   const atCap = full || capped !== null;
-  const ids = { name: useId(), nameMsg: useId(), from: useId(), fromHelp: useId(), list: useId(), msg: useId(), project: useId() };
+  const ids = {
+    name: useId(),
+    nameMsg: useId(),
+    base: useId(),
+    from: useId(),
+    fromHelp: useId(),
+    pull: useId(),
+    pullHelp: useId(),
+    list: useId(),
+    msg: useId(),
+    project: useId(),
+    keep: useId(),
+  };
 
   const current = projects.find((p) => p.name === project);
   const taken = workspaces.some((w) => w.project === project && w.name === name && w.state !== 'gone');
   const nameError = firstIssue(workspaceNameSchema.safeParse(name)) ?? (taken ? `a workspace named "${name}" already exists in ${project}` : null) ?? serverNameError;
-  const fromError = from.trim() ? firstIssue(forkRequestSchema.shape.from.safeParse(from.trim())) : null;
+  const fromText = baseKind === 'branch' ? from.trim() : '';
+  const fromError = fromText ? firstIssue(forkRequestSchema.shape.from.safeParse(fromText)) : null;
+  const pullRequest = baseKind === 'pull' ? pullNumber(pullText) : null;
+  const pullError = pullRequest === null ? null : firstIssue(forkRequestSchema.shape.pullRequest.safeParse(pullRequest));
+  // Said once there is something to judge (typed, left, or a Create tried), not as soon as the choice is made.
+  const showPullError = (pullTouched || pullText.length > 0) && pullError !== null;
   const showNameError = (touched || name.length > 0) && nameError !== null;
+  // Other workspaces' branches, offered as you type (any branch, commit or recovery ref can be typed).
   const bases = [
     ...(current ? [current.defaultBranch] : []),
     ...workspaces.filter((w) => w.project === project && w.state !== 'gone' && !w.isDefault).map((w) => w.branch),
   ];
+  const invalid = nameError !== null || fromError !== null || pullError !== null;
 
   const submit = async (e: FormEvent) => {
     e.preventDefault();
     setTouched(true);
-    if (nameError || fromError || submitting) return;
+    setPullTouched(true);
+    if (invalid || submitting) return;
     setSubmitting(true);
     setSubmitError(null);
     setCapped(null);
     try {
-      const { workspace } = await api.fork({ project, name, ...(from.trim() ? { from: from.trim() } : {}), ...(atCap && queue ? { queue: true } : {}) });
+      const req: ForkRequest = {
+        project,
+        name,
+        ...(fromText ? { from: fromText } : {}),
+        ...(pullRequest !== null ? { pullRequest } : {}),
+        // Sent only when asked for: otherwise the project's setting decides, now and if it changes later.
+        ...(keepCheckout ? { keepCheckoutOnClose: true } : {}),
+        ...(atCap && queue ? { queue: true } : {}),
+      };
+      const { workspace } = await api.fork(req);
       const position = workspace.state === 'queued' ? workspace.queuePosition : null;
-      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position });
+      setStarted({ project, name, slug: workspace.slug, message: message.trim(), position, pullRequest });
       // A workspace in line has nothing to show in a tab yet; its card tells its place.
       if (position === null) onStarted?.(workspace.slug);
       onChanged();
@@ -157,36 +204,95 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
             {showNameError ? nameError : name && !nameError ? `"${name}" is available.` : 'Lowercase letters, digits and "-"; starts with a letter or digit.'}
           </p>
         </div>
-        <div className="field">
-          <label htmlFor={ids.from}>
-            Start from <span className="optional">(optional)</span>
+        <fieldset className="field base-choice">
+          <legend>Start from</legend>
+          <label className="checkbox">
+            <input type="radio" name={ids.base} checked={baseKind === 'default'} onChange={() => setBaseKind('default')} /> The default branch
+            {current ? (
+              <>
+                {' '}
+                <code>{current.defaultBranch}</code>
+              </>
+            ) : null}
           </label>
-          <input
-            id={ids.from}
-            value={from}
-            onChange={(e) => setFrom(e.target.value)}
-            list={ids.list}
-            placeholder={current?.defaultBranch ?? 'the default branch'}
-            autoComplete="off"
-            spellCheck={false}
-            aria-invalid={fromError !== null}
-            aria-describedby={ids.fromHelp}
-          />
-          <datalist id={ids.list}>
-            {bases.map((b) => (
-              <option key={b} value={b} />
-            ))}
-          </datalist>
-          <p id={ids.fromHelp} className={fromError ? 'field-error' : 'field-help'}>
-            {fromError ?? `Empty means ${current?.defaultBranch ?? 'the project’s default branch'}. Another workspace’s branch works too.`}
-          </p>
-        </div>
+          <label className="checkbox">
+            <input type="radio" name={ids.base} checked={baseKind === 'branch'} onChange={() => setBaseKind('branch')} /> Another branch or commit
+          </label>
+          {baseKind === 'branch' ? (
+            <div className="base-detail">
+              <label htmlFor={ids.from} className="sr-only">
+                Branch or commit
+              </label>
+              <input
+                id={ids.from}
+                value={from}
+                onChange={(e) => setFrom(e.target.value)}
+                list={ids.list}
+                placeholder={bases[1] ?? current?.defaultBranch ?? 'a branch name'}
+                autoComplete="off"
+                spellCheck={false}
+                autoFocus
+                aria-invalid={fromError !== null}
+                aria-describedby={ids.fromHelp}
+              />
+              <datalist id={ids.list}>
+                {bases.map((b) => (
+                  <option key={b} value={b} />
+                ))}
+              </datalist>
+              <p id={ids.fromHelp} className={fromError ? 'field-error' : 'field-help'}>
+                {fromError ?? `Another workspace’s branch, any branch or commit. Empty means ${current?.defaultBranch ?? 'the project’s default branch'}.`}
+              </p>
+            </div>
+          ) : null}
+          <label className="checkbox">
+            <input type="radio" name={ids.base} checked={baseKind === 'pull'} onChange={() => setBaseKind('pull')} /> A pull request
+          </label>
+          {baseKind === 'pull' ? (
+            <div className="base-detail">
+              <label htmlFor={ids.pull} className="sr-only">
+                Pull request number
+              </label>
+              <span className="pull-input">
+                <span aria-hidden="true">#</span>
+                <input
+                  id={ids.pull}
+                  value={pullText}
+                  onChange={(e) => setPullText(e.target.value)}
+                  onBlur={() => setPullTouched(true)}
+                  inputMode="numeric"
+                  placeholder="42"
+                  autoComplete="off"
+                  autoFocus
+                  aria-invalid={showPullError}
+                  aria-describedby={ids.pullHelp}
+                />
+              </span>
+              <p id={ids.pullHelp} className={showPullError ? 'field-error' : 'field-help'} aria-live="polite">
+                {showPullError
+                  ? pullError
+                  : `Its head, fetched from the project’s remote now. If it cannot be fetched, the workspace starts at ${current?.defaultBranch ?? 'the default branch'} and says why.`}
+              </p>
+            </div>
+          ) : null}
+        </fieldset>
         <div className="field">
           <label htmlFor={ids.msg}>
             First message <span className="optional">(optional)</span>
           </label>
           <textarea id={ids.msg} value={message} onChange={(e) => setMessage(e.target.value)} rows={3} placeholder="Sent to the agent as soon as the workspace is ready" />
         </div>
+        <details className="field fork-more">
+          <summary>More options</summary>
+          <label className="checkbox">
+            <input type="checkbox" checked={keepCheckout} onChange={(e) => setKeepCheckout(e.target.checked)} aria-describedby={ids.keep} /> Keep the checkout when its pull
+            request is merged or closed
+          </label>
+          <p id={ids.keep} className="field-help">
+            Unchecked, the project’s setting decides; by default the sandbox and the checkout are cleaned up then (the branch is always kept). The workspace’s card can
+            change this later.
+          </p>
+        </details>
         {atCap ? (
           <div className="field">
             <label className="checkbox">
@@ -199,7 +305,7 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
           <button type="button" className="btn" onClick={onClose}>
             Cancel
           </button>
-          <button type="submit" className="btn btn-primary" disabled={submitting || (touched && (nameError !== null || fromError !== null))}>
+          <button type="submit" className="btn btn-primary" disabled={submitting || (touched && (nameError !== null || fromError !== null)) || showPullError}>
             {submitting ? 'Creating…' : atCap && queue ? 'Wait in line' : 'Create workspace'}
           </button>
         </div>
@@ -260,6 +366,13 @@ function ForkProgressView({
               : 'Setting up. You can close this; the card keeps showing progress.'}
       </p>
       <ForkSteps watch={watch} label={`Progress of ${started.name}`} />
+      {watch.baseFallback ? (
+        <p className="dialog-warn spaced" role="status">
+          {fallbackSentence(watch.baseFallback)}
+        </p>
+      ) : started.pullRequest !== null && watch.reached >= 2 ? (
+        <p className="field-help spaced">Started at the head of pull request #{started.pullRequest}.</p>
+      ) : null}
       {watch.failed ? (
         <p className="dialog-alert spaced" role="alert">
           {watch.failed}

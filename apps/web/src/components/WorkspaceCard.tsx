@@ -4,11 +4,14 @@
 import Link from 'next/link';
 import { useState } from 'react';
 import type { Workspace } from '@grove/contracts';
+import { baseLabel, fallbackSentence } from '../lib/base.ts';
 import { workspaceHref } from '../lib/capacity.ts';
 import { relativeTime } from '../lib/time.ts';
+import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
+import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
@@ -26,6 +29,7 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
   const title = w.isDefault ? w.project : w.name;
   // The gate exists from fork to teardown; a failed or gone workspace has no policy to show.
   const hasNetwork = w.state === 'running' || w.state === 'stopped';
+  const fallback = useBaseFallback(w);
 
   return (
     <li className="card" aria-busy={busy}>
@@ -47,7 +51,9 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
         <dt>Branch</dt>
         <dd className="branch">{w.branch}</dd>
         <dt>From</dt>
-        <dd className="branch">{w.baseRef}</dd>
+        <dd className="branch" title={w.baseRef}>
+          {baseLabel(w.baseRef)}
+        </dd>
         {w.pullRequest ? (
           <>
             <dt>Pull request</dt>
@@ -63,6 +69,9 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
           </time>
         </dd>
       </dl>
+      {/* Asked to start at a pull request that could not be fetched: it started at the default branch, and says why. */}
+      {fallback ? <p className="card-note">{fallbackSentence(fallback)}</p> : null}
+      {hasKeepCheckout(w) ? <KeepCheckoutSetting workspace={w} className="card-setting" onChanged={onChanged} /> : null}
       {hasNetwork ? <CardNetwork slug={w.slug} name={title} /> : null}
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {/* A stopped workspace carries a reason only when it stopped on its own (crash, out of memory). */}

@@ -67,7 +67,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
       </div>
       {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
       {/* Engineers only: the non-engineer default thread (Landing) never shows git words. */}
-      {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} /> : null}
+      {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} onChanged={changed} /> : null}
       <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active} onBusyChange={busyChange} onCloseTab={close} />
     </>
   );

@@ -15,6 +15,7 @@ import {
   listWorkspacesResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
+  projectConfigResponseSchema,
   teardownPreviewSchema,
   threadResponseSchema,
   turnDiffResponseSchema,
@@ -23,6 +24,7 @@ import {
   workspaceResponseSchema,
   type ForkRequest,
   type PublishRequest,
+  type UpdateWorkspaceRequest,
 } from '@grove/contracts';
 import type { z } from 'zod';
 
@@ -93,6 +95,10 @@ export const api = {
   fork: (req: ForkRequest) => request('/api/workspaces?wait=false', forkAcceptedResponseSchema, { method: 'POST', body: req }),
   stop: (slug: string) => request(`${one(slug)}/stop`, workspaceResponseSchema, { method: 'POST' }),
   start: (slug: string) => request(`${one(slug)}/start`, workspaceResponseSchema, { method: 'POST' }),
+  /** The workspace's own settings; keepCheckoutOnClose null goes back to the project's. */
+  updateWorkspace: (slug: string, req: UpdateWorkspaceRequest) => request(one(slug), workspaceResponseSchema, { method: 'PATCH', body: req }),
+  /** The project's configuration (agent, allowed paths, forge, keepCheckoutOnClose, ...). */
+  projectConfig: (project: string) => request(`/api/projects/${encodeURIComponent(project)}/config`, projectConfigResponseSchema),
   teardown: (slug: string) => request(one(slug), workspaceResponseSchema, { method: 'DELETE' }),
   /** What a teardown would keep (branch, recovery ref) and remove, read on the host now. */
   teardownPreview: (slug: string) => request(`${one(slug)}/teardown-preview`, teardownPreviewSchema),
@@ -100,9 +106,12 @@ export const api = {
   egress: (slug: string, limit = 20) => request(`${one(slug)}/egress?limit=${limit}`, egressResponseSchema),
   /** Back to the project default policy. */
   resetEgress: (slug: string) => request(`${one(slug)}/egress`, egressResetResponseSchema, { method: 'DELETE' }),
-  /** Up to 1000 events of one workspace with id > after, oldest first. */
-  events: (slug: string, after?: number) =>
-    request(`/api/events?slug=${encodeURIComponent(slug)}&limit=1000${after === undefined ? '' : `&after=${after}`}`, eventsResponseSchema),
+  /** Up to 1000 events of one workspace with id > after (only those of `type` when given), oldest first. */
+  events: (slug: string, after?: number, type?: string) =>
+    request(
+      `/api/events?slug=${encodeURIComponent(slug)}&limit=1000${after === undefined ? '' : `&after=${after}`}${type === undefined ? '' : `&type=${encodeURIComponent(type)}`}`,
+      eventsResponseSchema,
+    ),
   thread: (slug: string) => request(`${ws(slug)}/thread`, threadResponseSchema),
   /** The last user or agent message, read on the host: works while the workspace is stopped. */
   lastMessage: (slug: string) => request(`${one(slug)}/last-message`, lastMessageResponseSchema),

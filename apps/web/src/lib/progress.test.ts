@@ -46,6 +46,14 @@ describe('lifecycleProgress', () => {
     const p = lifecycleProgress([ev('workspace.reserved', { op: 'start' }), ev('spawn_failed', { op: 'start', reason: 'health check timed out' })]);
     expect(p).toMatchObject({ op: 'start', reached: 1, failed: 'health check timed out' });
   });
+
+  it("carries this fork's fallback from a pull request to the default branch, not an earlier attempt's", () => {
+    const fallback = ev('workspace.base_fallback', { wanted: 'pull request #7', base: 'main', reason: 'no such pull request' });
+    const p = lifecycleProgress([ev('workspace.reserved', { op: 'fork' }), fallback, ev('workspace.prepared')]);
+    expect(p).toMatchObject({ reached: 2, baseFallback: { wanted: 'pull request #7', base: 'main', reason: 'no such pull request' } });
+    expect(lifecycleProgress([...fork.slice(0, 1), fallback, ...fork.slice(1), ev('workspace.cleaned'), ev('workspace.reserved', { op: 'fork' })]).baseFallback).toBeNull();
+    expect(lifecycleProgress(fork).baseFallback).toBeNull();
+  });
 });
 
 describe('capacity', () => {

@@ -1,7 +1,8 @@
 // A fork's or a reopen's progress, read from its audit events.
 //   fork:  reserved -> prepared -> sandbox started -> registered, or spawn_failed
 //   start: reserved -> sandbox started -> started, or spawn_failed
-import type { GroveEvent } from '@grove/contracts';
+import type { BaseFallbackData, GroveEvent } from '@grove/contracts';
+import { baseFallbackOf } from './base.ts';
 
 export interface Phase {
   type: string;
@@ -34,6 +35,8 @@ export interface ForkProgress {
 export interface LifecycleProgress extends ForkProgress {
   op: Operation;
   phases: readonly Phase[];
+  /** This fork could not start where it was asked to (a pull request's head) and started at the default branch. */
+  baseFallback: BaseFallbackData | null;
 }
 
 /** The reason a failure event gives, whatever field it chose. */
@@ -82,5 +85,6 @@ export function operationOf(events: GroveEvent[]): Operation {
 export function lifecycleProgress(events: GroveEvent[], expect?: Operation): LifecycleProgress {
   const op = expect ?? operationOf(events);
   const phases = op === 'start' ? START_PHASES : PHASES;
-  return { op, phases, ...count(sinceLatestReservation(events), phases) };
+  const recent = sinceLatestReservation(events);
+  return { op, phases, ...count(recent, phases), baseFallback: baseFallbackOf(recent) };
 }
