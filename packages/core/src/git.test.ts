@@ -101,6 +101,23 @@ describe('git', () => {
     expect(existsSync(join(path, 'feature.txt'))).toBe(true);
   });
 
+  it('adds at a path whose directory was deleted while git still lists it, on a fresh branch and on an existing one', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'deleted');
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    await ensureWorktree(repo, { path, branch: 'grove/old', base });
+    rmSync(path, { recursive: true, force: true });
+    expect((await listWorktrees(repo)).map((w) => w.path)).toContain(path);
+    const fresh = await ensureWorktree(repo, { path, branch: 'grove/fresh', base });
+    expect(fresh).toMatchObject({ reused: false, createdBranch: true });
+    expect(await branchExists(repo, 'grove/fresh')).toBe(true);
+    expect((await listWorktrees(repo)).find((w) => w.path === path)?.branch).toBe('refs/heads/grove/fresh');
+
+    rmSync(path, { recursive: true, force: true });
+    const again = await ensureWorktree(repo, { path, branch: 'grove/old', base });
+    expect(again).toMatchObject({ reused: false, createdBranch: false });
+    expect(existsSync(join(path, '.git'))).toBe(true);
+  });
+
   it('removes a dirty worktree and prunes it, keeping the branch', async () => {
     const path = join(tmp, 'worktrees', 'demo', 'gone');
     const base = (await resolveCommit(repo, 'main')) ?? '';

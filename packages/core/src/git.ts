@@ -171,6 +171,21 @@ export async function ensureWorktree(
   opts: { path: string; branch: string; base: string; beforeRemove?: () => Promise<unknown> },
 ): Promise<EnsureWorktreeResult> {
   const { path, branch, base } = opts;
+  if (!existsSync(path)) {
+    // The common case, a new fork: nothing at the path, so no `worktree list` to look for one.
+    await mkdir(dirname(path), { recursive: true });
+    const createdBranch = !(await branchExists(repo, branch));
+    try {
+      await git(repo).raw(createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch]);
+    } catch (e) {
+      // Git may still list a worktree at the missing path (its directory was deleted), and refuses the add,
+      // after creating the branch. Prune that entry and add again on the branch; anything else is the error.
+      if (!(await branchExists(repo, branch))) throw gitFailed(`git worktree add for ${branch}`, e);
+      await prune(repo);
+      await raw(repo, ['worktree', 'add', path, branch], `git worktree add for ${branch}`);
+    }
+    return { reused: false, createdBranch, adminDir: await worktreeAdminDir(repo, path) };
+  }
   const entry = await findWorktree(repo, path);
   if (entry && entry.branch === `refs/heads/${branch}` && !entry.prunable && existsSync(resolve(path, '.git'))) {
     return { reused: true, createdBranch: false, adminDir: await worktreeAdminDir(repo, path) };
