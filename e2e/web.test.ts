@@ -1,5 +1,6 @@
 // The dashboard in a real browser (Debian Chromium via playwright-core) against the real server, Docker and
-// scripted agent: issue 4's proof, with screenshots saved to docs/screenshots for the README.
+// scripted agent: issue 4's proof. Screenshots go to docs/screenshots for the README only when
+// GROVE_UPDATE_SCREENSHOTS=1 (so a test run leaves the tree clean); otherwise to the run's temp home.
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,7 +11,6 @@ import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer 
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const webDir = path.join(root, 'apps/web');
-const shots = path.join(root, 'docs/screenshots');
 const CHROMIUM = '/usr/bin/chromium';
 // The default workspace and two forks fill it: the cap is reached without waiting for more sandboxes.
 const CAP = '3';
@@ -18,6 +18,7 @@ const CAP = '3';
 let s: RunningServer;
 let browser: Browser;
 const home = makeHome('web');
+const shots = process.env.GROVE_UPDATE_SCREENSHOTS === '1' ? path.join(root, 'docs/screenshots') : path.join(home, 'screenshots');
 
 function serve(port = '0'): Promise<RunningServer> {
   return startServer({ home, env: { GROVE_WEB_DIR: webDir, GROVE_MAX_RUNNING: CAP, GROVE_PORT: port } });
