@@ -185,9 +185,21 @@ BASE_ID="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || 
 HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; } | sha256sum | cut -c1-12)"
 TAG="$IMAGE:$HASH"
 
+# Earlier builds' tags, once no container (running or stopped) uses them: each is ~800 MB. docker rmi
+# refuses an image a container still uses, so a stopped workspace keeps the image it will start from.
+prune_old() {
+  local t removed=0
+  for t in $(docker images --format '{{.Repository}}:{{.Tag}}' "$IMAGE"); do
+    case "$t" in "$TAG"|"$IMAGE:latest"|*:'<none>') continue ;; esac
+    if docker rmi "$t" >/dev/null 2>&1; then removed=$((removed + 1)); fi
+  done
+  [ "$removed" = 0 ] || say "removed $removed unused older $IMAGE image(s)"
+}
+
 if docker image inspect "$TAG" >/dev/null 2>&1; then
   docker tag "$TAG" "$IMAGE:latest"
   say "$TAG up to date (latest -> $HASH)"
+  prune_old
   exit 0
 fi
 
@@ -202,3 +214,4 @@ if ! DOCKER_BUILDKIT=0 docker build \
   die "docker build failed (full log: $BUILD/build.log)"
 fi
 say "built $TAG (latest -> $HASH)"
+prune_old
