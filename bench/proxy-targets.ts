@@ -9,7 +9,7 @@ import * as httpProxy3 from 'http-proxy-3';
 import { pino } from 'pino';
 import { createGrove } from '@grove/core';
 import type { Grove } from '@grove/core';
-import { openDb, projects, workspaces } from '@grove/db';
+import { openSqlite, projects, workspaces } from '@grove/db';
 import type { SandboxDriver } from '@grove/sandbox';
 import { createGroveServer } from '../apps/server/src/server.ts';
 
@@ -58,10 +58,10 @@ if (role === 'upstream') {
   process.on('exit', () => fs.rmSync(home, { recursive: true, force: true }));
   process.on('SIGTERM', () => process.exit(0));
   const at = new Date().toISOString();
-  const seed = openDb({ file: path.join(home, 'grove.db') });
+  const seed = openSqlite({ file: path.join(home, 'grove.db') });
   seed.db.insert(projects).values({ name: 'bench', source: '/nonexistent', defaultBranch: 'main', createdAt: at }).run();
   seed.db.insert(workspaces).values({ slug: 'bench', project: 'bench', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running', createdAt: at, updatedAt: at }).run();
-  seed.close();
+  await seed.close();
   fs.mkdirSync(path.join(home, 'run/bench'), { recursive: true });
   fs.symlinkSync(socketPath, path.join(home, 'run/bench/backend.sock'));
   const real = await createGrove({ home, driver: {} as SandboxDriver, image: 'unused', maxRunning: 4, logger: pino({ level: 'silent' }) });

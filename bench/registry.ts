@@ -5,7 +5,7 @@
 // Run: npm run bench:registry -w @grove/bench   (env BENCH_SECONDS, BENCH_SIZES=10,100,1000)
 import path from 'node:path';
 import autocannon from 'autocannon';
-import { openDb, projects, workspaces } from '@grove/db';
+import { openSqlite, projects, workspaces } from '@grove/db';
 import type { NewWorkspaceRow } from '@grove/db';
 import { TOKEN, cleanup, startServer } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
@@ -17,7 +17,7 @@ const SIZES = (process.env.BENCH_SIZES ?? '10,100,1000').split(',').map(Number);
 const GONE = Number(process.env.BENCH_GONE ?? 1000);
 
 function seed(home: string, n: number, gone = 0): void {
-  const { db, close } = openDb({ file: path.join(home, 'grove.db') });
+  const { db, close } = openSqlite({ file: path.join(home, 'grove.db') });
   try {
     const at = new Date().toISOString();
     // The project's repository does not exist: reconciliation then skips its worktrees, which is what we want
@@ -38,7 +38,7 @@ function seed(home: string, n: number, gone = 0): void {
     }));
     for (let i = 0; i < rows.length; i += 200) db.insert(workspaces).values(rows.slice(i, i + 200)).run();
   } finally {
-    close();
+    void close();
   }
 }
 

@@ -2,7 +2,7 @@
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDb, workspaces } from '@grove/db';
+import { openSqlite, workspaces } from '@grove/db';
 import type { GroveEvent } from '@grove/contracts';
 import { workspaceSchema } from '@grove/contracts';
 import { pino } from 'pino';
@@ -479,13 +479,13 @@ describe('reconcile', () => {
 
     // What a crash leaves behind, written by hand:
     const repo = join(home, 'repos', 'demo');
-    const { db, close } = openDb({ file: join(home, 'grove.db') });
+    const { db, close } = openSqlite({ file: join(home, 'grove.db') });
     const now = new Date().toISOString();
     const { eq } = await import('drizzle-orm');
     db.update(workspaces).set({ state: 'tearing-down' }).where(eq(workspaces.slug, 'demo~halfgone')).run();
     // - a fork interrupted mid-way: row creating, worktree added, container up
     db.insert(workspaces).values({ slug: 'demo~crashed', project: 'demo', name: 'crashed', branch: 'grove/crashed', baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }).run();
-    close();
+    await close();
     const base = (await resolveCommit(repo, 'main')) ?? '';
     const wt = await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
     mkdirSync(join(home, 'run', 'demo~crashed'), { recursive: true });
@@ -649,11 +649,11 @@ describe('saved work (teardown never loses work)', () => {
     groves.splice(0);
     const base = (await resolveCommit(repo(), 'main')) ?? '';
     const now = new Date().toISOString();
-    const { db, close } = openDb({ file: join(home, 'grove.db') });
+    const { db, close } = openSqlite({ file: join(home, 'grove.db') });
     for (const name of ['empty', 'worked']) {
       db.insert(workspaces).values({ slug: `demo~${name}`, project: 'demo', name, branch: `grove/${name}`, baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }).run();
     }
-    close();
+    await close();
     await ensureWorktree(repo(), { path: join(home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
     const worked = join(home, 'worktrees', 'demo', 'worked');
     await ensureWorktree(repo(), { path: worked, branch: 'grove/worked', base });

@@ -27,8 +27,8 @@ import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
-import { openDb } from '@grove/db';
-import type { DbHandle, ProjectRow, WorkspaceRow } from '@grove/db';
+import { openSqlite } from '@grove/db';
+import type { ProjectRow, SqliteHandle, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
@@ -171,7 +171,7 @@ class GroveImpl implements Grove {
   constructor(
     private readonly opts: GroveOptions,
     private readonly paths: GrovePaths,
-    private readonly handle: DbHandle,
+    private readonly handle: SqliteHandle,
   ) {
     this.store = new Store(handle.db);
     this.log = opts.logger;
@@ -1333,7 +1333,7 @@ class GroveImpl implements Grove {
     await Promise.allSettled(pending.map((p) => p.task));
     await this.host.closeAll();
     await this.gates.closeAll();
-    this.handle.close();
+    await this.handle.close();
   }
 
   private assertOpen(): void {
@@ -1509,6 +1509,6 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
   for (const dir of [paths.home, paths.reposRoot, paths.worktreesRoot, paths.threadsRoot, paths.runRoot, paths.stateRoot, paths.locksRoot, paths.archiveRoot]) {
     await mkdir(dir, { recursive: true });
   }
-  const handle = openDb({ file: paths.db });
+  const handle = openSqlite({ file: paths.db });
   return new GroveImpl(opts, paths, handle);
 }

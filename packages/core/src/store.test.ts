@@ -2,23 +2,23 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openDb } from '@grove/db';
-import type { DbHandle } from '@grove/db';
+import { openSqlite } from '@grove/db';
+import type { SqliteHandle } from '@grove/db';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Store, capacityError, slotFree, toWorkspace } from './store.ts';
 
 let dir: string;
-let handle: DbHandle;
+let handle: SqliteHandle;
 let store: Store;
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'grove-store-'));
-  handle = openDb({ file: join(dir, 'grove.db') });
+  handle = openSqlite({ file: join(dir, 'grove.db') });
   store = new Store(handle.db);
   store.ensureProject({ name: 'p', source: '/src', defaultBranch: 'main', createdAt: new Date().toISOString() });
 });
 afterEach(() => {
-  handle.close();
+  void handle.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
