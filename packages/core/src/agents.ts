@@ -54,9 +54,10 @@ export interface TurnGuardDeps {
   /** Runs fn under the project's repository lock. */
   withLock<T>(project: string, fn: () => Promise<T>): Promise<T>;
   log: Logger;
-  emit(slug: string, type: EventType, data: Record<string, unknown>): void;
+  /** Record an event; resolves once it is in the audit trail (GET /turns reads them). */
+  emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<unknown>;
   /** The live row of a slug, if any. */
-  live(slug: string): WorkspaceRow | undefined;
+  live(slug: string): Promise<WorkspaceRow | undefined>;
   /** Owner for files the host writes into worktrees (null when the host cannot chown). */
   owner: { uid: number; gid: number } | null;
   /** After a turn that changed files was snapshotted (the checkpoint after a turn, docs/git-flow.md). Never throws. */
@@ -82,15 +83,15 @@ export class TurnGuard {
     };
   }
 
-  private row(slug: string): WorkspaceRow {
-    const row = this.deps.live(slug);
+  private async row(slug: string): Promise<WorkspaceRow> {
+    const row = await this.deps.live(slug);
     if (!row) throw new GroveError('workspace_not_found', `no workspace "${slug}"`, { details: { slug } });
     return row;
   }
 
   /** Called by the backend (host.sock) when a turn's agent is done; the workspace is still busy meanwhile. */
   async onTurnEnded(slug: string, req: TurnEndedRequest): Promise<TurnEndedResponse> {
-    const row = this.row(slug);
+    const row = await this.row(slug);
     const match = TURN_ID.exec(req.turn);
     if (!match?.[1]) throw new GroveError('invalid_input', `turn id "${req.turn}" is not turn-<n>`);
     const n = Number(match[1]);
@@ -104,11 +105,11 @@ export class TurnGuard {
     const events: GroveThreadEvent[] = [];
     if (reverted.length > 0) {
       events.push({ type: 'paths_reverted', allowedPaths: config.allowedPaths ?? [], paths: reverted });
-      this.deps.emit(slug, 'turn.reverted', { workspaceId: row.id, turn: req.turn, allowedPaths: config.allowedPaths ?? [], paths: reverted });
+      await this.deps.emit(slug, 'turn.reverted', { workspaceId: row.id, turn: req.turn, allowedPaths: config.allowedPaths ?? [], paths: reverted });
     }
     if (snapshot) {
       events.push({ type: 'snapshot', ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files });
-      this.deps.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
+      await this.deps.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
     }
     if (snapshot) await this.deps.afterSnapshot?.(slug, req.turn, snapshot.files);
     this.deps.log.debug({ slug, turn: req.turn, status: req.status, reverted: reverted.length, snapshot: snapshot?.ref ?? null, ms: Date.now() - t0 }, 'after-turn checks');
@@ -121,7 +122,7 @@ export class TurnGuard {
    * one changing turn further back.
    */
   async undo(slug: string): Promise<UndoResponse> {
-    const row = this.row(slug);
+    const row = await this.row(slug);
     if (row.state !== 'running') {
       throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: reopen it to undo (the thread records the undo)`, { details: { slug, state: row.state } });
     }
@@ -140,7 +141,7 @@ export class TurnGuard {
       const event: GroveThreadEvent = { type: 'undo', undoneTurn: turn, ref: result.ref, restored: result.restored, files: result.files };
       const note = await postJson(socket, '/notes', { turn, event });
       if (note.status !== 201) this.deps.log.warn({ slug, status: note.status }, 'the undo marker could not be added to the thread');
-      this.deps.emit(slug, 'workspace.undo', { workspaceId: row.id, turn, ref: result.ref, restored: result.restored, files: result.files.length, remaining: result.remaining });
+      await this.deps.emit(slug, 'workspace.undo', { workspaceId: row.id, turn, ref: result.ref, restored: result.restored, files: result.files.length, remaining: result.remaining });
       // Still under the hold: no turn may write while the undo is committed.
       await this.deps.afterUndo?.(slug, turn, result.files);
       return { undone: { turn, ref: result.ref, files: result.files }, remaining: result.remaining };

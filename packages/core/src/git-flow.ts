@@ -30,21 +30,22 @@ export interface GitFlowDeps {
   withLock<T>(project: string, fn: () => Promise<T>): Promise<T>;
   /** One operation per workspace at a time (shared with stop, start, teardown and undo). */
   withSlug<T>(slug: string, fn: () => Promise<T>): Promise<T>;
-  emit(slug: string, type: EventType, data: Record<string, unknown>): void;
+  /** Record an event; resolves once it is in the audit trail. */
+  emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<unknown>;
   config(project: string): Promise<ProjectConfig>;
-  project(name: string): ProjectRow;
+  project(name: string): Promise<ProjectRow>;
   /** The live row of a slug, or the newest one when with gone is true; throws workspace_not_found. */
-  row(slug: string, o?: { gone?: boolean }): WorkspaceRow;
+  row(slug: string, o?: { gone?: boolean }): Promise<WorkspaceRow>;
   /** Stores the pull request; an open one also clears cleanupHeld (a re-publish starts over). */
-  savePullRequest(id: number, pr: PullRequest): void;
+  savePullRequest(id: number, pr: PullRequest): Promise<void>;
   /** Why the watcher keeps this workspace after its pull request ended (null: nothing holds it). */
-  setCleanupHeld(id: number, reason: string | null): void;
+  setCleanupHeld(id: number, reason: string | null): Promise<void>;
   forgeToken: string | null;
   /** GROVE_GIT_SSH_COMMAND, validated; null: plain ssh with the server user's ~/.ssh. */
   sshCommand: string | null;
   /** Live workspace rows and registered projects, for the watcher. */
-  liveRows(): WorkspaceRow[];
-  projects(): ProjectRow[];
+  liveRows(): Promise<WorkspaceRow[]>;
+  projects(): Promise<ProjectRow[]>;
   /** Tear a workspace down (container, worktree; the branch is kept; uncommitted work saved first). */
   teardown(slug: string): Promise<unknown>;
   /** Owner of the worktree's index after a checkpoint (the sandbox uid), when the host may chown. */
@@ -122,7 +123,7 @@ export class GitFlow {
 
   private async sweep(): Promise<WatchResult> {
     const result: WatchResult = { fetched: [], fetchFailed: [], changed: [] };
-    for (const p of this.d.projects()) {
+    for (const p of await this.d.projects()) {
       const repo = this.d.paths.repo(p.name);
       try {
         if (!(await originUrl(repo))) continue;
@@ -133,7 +134,7 @@ export class GitFlow {
         this.d.log.warn({ project: p.name }, `scheduled fetch of ${p.name} failed: ${reasonOf(e)}`);
       }
     }
-    for (const row of this.d.liveRows()) {
+    for (const row of await this.d.liveRows()) {
       if (!row.prNumber || !row.prState) continue;
       // Open ones for their state; ended ones that were kept for work, to see whether it is still there.
       if (row.prState !== 'open' && row.cleanupHeld === null) continue;
@@ -165,7 +166,7 @@ export class GitFlow {
     }
     if (state === null) {
       source = 'branch';
-      const project = this.d.project(row.project);
+      const project = await this.d.project(row.project);
       const repo = this.d.paths.repo(row.project);
       const contained = await this.d.withLock(row.project, async () => {
         const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
@@ -176,24 +177,24 @@ export class GitFlow {
     }
     const changed = state !== row.prState;
     const from = row.prState ?? 'open';
-    if (changed) this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
+    if (changed) await this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
     if (state === 'open') {
       if (!changed) return null;
-      this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: false });
+      await this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: false });
       return { slug: row.slug, from, to: state, cleaned: false };
     }
     const keep = (row.keepCheckoutOnClose ?? config.keepCheckoutOnClose) === true;
     const held = keep ? null : await this.holdReason(row, headSha);
     const cleaned = !keep && held === null;
-    if (changed) this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: cleaned, ...(held ? { held } : {}) });
+    if (changed) await this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: cleaned, ...(held ? { held } : {}) });
     if (held !== null) {
       // Recorded once, when the hold starts; later passes only refresh the reason the card shows.
-      if (row.cleanupHeld === null) this.d.emit(row.slug, 'workspace.kept', { workspaceId: row.id, reason: held, pr: number, state });
-      if (held !== row.cleanupHeld) this.d.setCleanupHeld(row.id, held);
+      if (row.cleanupHeld === null) await this.d.emit(row.slug, 'workspace.kept', { workspaceId: row.id, reason: held, pr: number, state });
+      if (held !== row.cleanupHeld) await this.d.setCleanupHeld(row.id, held);
       if (!changed) return null;
       return { slug: row.slug, from, to: state, cleaned: false, held };
     }
-    if (row.cleanupHeld !== null) this.d.setCleanupHeld(row.id, null);
+    if (row.cleanupHeld !== null) await this.d.setCleanupHeld(row.id, null);
     if (cleaned) await this.d.teardown(row.slug);
     if (!changed && !cleaned) return null;
     return { slug: row.slug, from, to: state, cleaned };
@@ -207,7 +208,7 @@ export class GitFlow {
    * errs towards keeping.
    */
   private async holdReason(row: WorkspaceRow, headSha: string | null): Promise<string | null> {
-    const project = this.d.project(row.project);
+    const project = await this.d.project(row.project);
     const repo = this.d.paths.repo(row.project);
     const worktree = this.d.paths.worktree(row.project, row.name);
     return this.d.withLock(row.project, async () => {
@@ -243,7 +244,7 @@ export class GitFlow {
     } catch (e) {
       const reason = reasonOf(e);
       this.d.log.warn({ project, slug }, `fetch of ${project} before forking ${slug} failed; forking from what the clone holds: ${reason}`);
-      this.d.emit(slug, 'project.fetch_failed', { project, reason });
+      await this.d.emit(slug, 'project.fetch_failed', { project, reason });
       return { ok: false, reason };
     }
   }
@@ -255,7 +256,7 @@ export class GitFlow {
    */
   async pullRequestBase(project: string, slug: string, o: { workspaceId: number; n: number }): Promise<string> {
     const repo = this.d.paths.repo(project);
-    const fallback = this.d.project(project).defaultBranch;
+    const fallback = (await this.d.project(project)).defaultBranch;
     let reason: string;
     try {
       if (await originUrl(repo)) {
@@ -269,13 +270,13 @@ export class GitFlow {
       reason = `pull request #${o.n}'s head could not be fetched: ${reasonOf(e)}`;
     }
     this.d.log.warn({ project, slug }, `fork of ${slug} starts at ${fallback} instead of pull request #${o.n}: ${reason}`);
-    this.d.emit(slug, 'workspace.base_fallback', { workspaceId: o.workspaceId, wanted: `pull request #${o.n}`, base: fallback, reason });
+    await this.d.emit(slug, 'workspace.base_fallback', { workspaceId: o.workspaceId, wanted: `pull request #${o.n}`, base: fallback, reason });
     return fallback;
   }
 
   async checkpoint(slug: string, input: unknown = {}): Promise<CheckpointResponse> {
     const req = parseOrThrow(checkpointRequestSchema, input ?? {}, { what: 'checkpoint request' });
-    this.d.row(slug);
+    await this.d.row(slug);
     return this.d.withSlug(slug, () => this.checkpointNow(slug, req.message));
   }
 
@@ -303,7 +304,7 @@ export class GitFlow {
 
   private async checkpointQuietly(slug: string, turn: string, message: () => Promise<string>): Promise<void> {
     try {
-      const row = this.d.row(slug);
+      const row = await this.d.row(slug);
       const config = await this.d.config(row.project);
       if (!(config.git ?? DEFAULT_GIT_SETTINGS).checkpointAfterTurn) return;
       await this.checkpointNow(slug, await message());
@@ -347,7 +348,7 @@ export class GitFlow {
 
   /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). */
   private async checkpointNow(slug: string, message: string | undefined): Promise<CheckpointResponse> {
-    const row = this.d.row(slug);
+    const row = await this.d.row(slug);
     if (row.state !== 'running' && row.state !== 'stopped') {
       throw new GroveError('invalid_state', `cannot checkpoint workspace "${slug}": it is ${row.state}`, { details: { slug, state: row.state } });
     }
@@ -367,14 +368,14 @@ export class GitFlow {
         owner: this.d.owner,
       }),
     );
-    if (cp.commit) this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
+    if (cp.commit) await this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
     return { commit: cp.commit, branch: row.branch, files: cp.files };
   }
 
   /** The workspace against its fork point: the worktree's content when it has one (checkpointed or not), else the branch. */
   async diff(slug: string, o: { maxBytes?: number } = {}): Promise<DiffResponse> {
-    const row = this.d.row(slug, { gone: true });
-    const project = this.d.project(row.project);
+    const row = await this.d.row(slug, { gone: true });
+    const project = await this.d.project(row.project);
     const repo = this.d.paths.repo(row.project);
     const worktree = this.d.paths.worktree(row.project, row.name);
     const live = row.state !== 'gone' && row.state !== 'failed' && existsSync(worktree);
@@ -405,8 +406,8 @@ export class GitFlow {
    */
   async publish(slug: string, input: unknown = {}): Promise<PublishResponse> {
     const req = parseOrThrow(publishRequestSchema, input ?? {}, { what: 'publish request' });
-    const first = this.d.row(slug);
-    const project = this.d.project(first.project);
+    const first = await this.d.row(slug);
+    const project = await this.d.project(first.project);
     const config = await this.d.config(first.project);
     if (!config.forge) {
       throw new GroveError('not_configured', `project "${first.project}" has no forge to open pull requests on; add forge {kind, baseUrl, owner, repo} with PUT /api/projects/${first.project}/config`, {
@@ -422,7 +423,7 @@ export class GitFlow {
     const forge = createForge(config.forge, this.d.forgeToken);
     return this.d.withSlug(slug, async () => {
       const checkpoint = await this.checkpointNow(slug, req.message);
-      const row = this.d.row(slug);
+      const row = await this.d.row(slug);
       const commit = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${row.branch}`));
       const main = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${project.defaultBranch}`));
       if (!commit || !main) throw new GroveError('git_failed', `branch ${row.branch} or ${project.defaultBranch} is missing from the primary clone`);
@@ -438,10 +439,10 @@ export class GitFlow {
         pushed = await pushBranch(repo, row.branch, auth);
       } catch (e) {
         const err = pushError(e, row.branch);
-        this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'push', code: err.code, reason: err.message, pushed: false });
+        await this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'push', code: err.code, reason: err.message, pushed: false });
         throw err;
       }
-      this.d.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
+      await this.d.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
       let pr: ForgePull;
       try {
         const known = row.prNumber ? await forge.getPullRequest(row.prNumber) : null;
@@ -465,11 +466,11 @@ export class GitFlow {
             undone = `could not delete the pushed branch: ${reasonOf(err)}`;
           }
         }
-        this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'pull-request', reason: reasonOf(e), pushed: true, undone });
+        await this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'pull-request', reason: reasonOf(e), pushed: true, undone });
         throw e;
       }
-      this.d.savePullRequest(row.id, pr);
-      this.d.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
+      await this.d.savePullRequest(row.id, pr);
+      await this.d.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
       return { checkpoint, pushed: { branch: row.branch, commit }, pullRequest: { url: pr.url, number: pr.number, state: pr.state } };
     });
   }

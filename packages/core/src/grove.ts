@@ -27,8 +27,7 @@ import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
-import { openSqlite } from '@grove/db';
-import type { ProjectRow, SqliteHandle, WorkspaceRow } from '@grove/db';
+import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
@@ -66,7 +65,9 @@ import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
-import { LIVE_STATES, Store, capacityError, nowIso, slotFree, toWorkspace } from './store.ts';
+import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
+import type { Registry } from './registry.ts';
+import { openRegistry } from './store.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
@@ -145,7 +146,6 @@ function exitSummary(info: { exitCode: number | null; oomKilled?: boolean }): st
 }
 
 class GroveImpl implements Grove {
-  private readonly store: Store;
   private readonly lock: RepoLock;
   /** One lifecycle operation per workspace at a time in this process. */
   private readonly slugs = new KeyedMutex();
@@ -171,9 +171,8 @@ class GroveImpl implements Grove {
   constructor(
     private readonly opts: GroveOptions,
     private readonly paths: GrovePaths,
-    private readonly handle: SqliteHandle,
+    private readonly store: Registry,
   ) {
-    this.store = new Store(handle.db);
     this.log = opts.logger;
     this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -185,7 +184,7 @@ class GroveImpl implements Grove {
       paths,
       log: opts.logger,
       withLock: (project, fn) => this.lock.withLock(project, fn),
-      emit: (slug, type, data) => void this.emit(slug, type, data),
+      emit: (slug, type, data) => this.emit(slug, type, data),
       live: (slug) => this.store.live(slug),
       owner,
       afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
@@ -207,7 +206,7 @@ class GroveImpl implements Grove {
     this.gates = new EgressGates({
       logger: opts.logger,
       socketPath: (slug) => paths.egressSocket(slug),
-      emit: (slug, type, data) => this.emit(slug, type, data),
+      emit: (slug, type, data) => this.emitSoon(slug, type, data),
       options: opts.egress,
       socketOwner: OWNER,
     });
@@ -223,18 +222,18 @@ class GroveImpl implements Grove {
       log: opts.logger,
       withLock: (project, fn) => this.lock.withLock(project, fn),
       withSlug: (slug, fn) => this.slugs.run(slug, fn),
-      emit: (slug, type, data) => void this.emit(slug, type, data),
+      emit: (slug, type, data) => this.emit(slug, type, data),
       config: (project) => readProjectConfig(paths.projectConfig(project)),
       project: (name) => this.requireProject(name),
-      row: (slug, o) => {
+      row: async (slug, o) => {
         if (!o?.gone) return this.requireLive(slug);
         validSlug(slug);
-        const row = this.store.live(slug) ?? this.store.latest(slug);
+        const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
         if (!row) throw notFound(slug);
         return row;
       },
-      savePullRequest: (id, pr) => void this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) }),
-      setCleanupHeld: (id, reason) => void this.store.update(id, { cleanupHeld: reason }),
+      savePullRequest: async (id, pr) => void (await this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) })),
+      setCleanupHeld: async (id, reason) => void (await this.store.update(id, { cleanupHeld: reason })),
       forgeToken: opts.forgeToken ?? null,
       sshCommand: opts.gitSshCommand != null ? parseOrThrow(gitSshCommandSchema, opts.gitSshCommand, { what: 'gitSshCommand (GROVE_GIT_SSH_COMMAND)' }) : null,
       owner,
@@ -247,12 +246,12 @@ class GroveImpl implements Grove {
   // ---- queries ----
 
   async listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>> {
-    return this.store.projects().map((p) => ({ name: p.name, defaultBranch: p.defaultBranch, createdAt: p.createdAt }));
+    return (await this.store.projects()).map((p) => ({ name: p.name, defaultBranch: p.defaultBranch, createdAt: p.createdAt }));
   }
 
   async list(filter: { project?: string; includeGone?: boolean } = {}): Promise<{ workspaces: Workspace[]; capacity: Capacity }> {
     const project = filter.project === undefined ? undefined : validProject(filter.project);
-    const rows = this.store.rows({ project });
+    const { rows, positions, capacity } = await this.store.listing({ project }, this.opts.maxRunning);
     let shown = rows;
     if (!filter.includeGone) {
       // Live rows, plus a failed attempt while it is the newest row of its slug (the card that explains the failure).
@@ -260,8 +259,7 @@ class GroveImpl implements Grove {
       for (const r of rows) newest.set(r.slug, r);
       shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
     }
-    const positions = this.store.queuePositions();
-    return { workspaces: shown.map((r) => toWorkspace(r, positions.get(r.id) ?? null)), capacity: this.store.capacity(this.opts.maxRunning) };
+    return { workspaces: shown.map((r) => toWorkspace(r, positions.get(r.id) ?? null)), capacity };
   }
 
   async capacity(): Promise<Capacity> {
@@ -270,19 +268,19 @@ class GroveImpl implements Grove {
 
   async get(slug: string): Promise<Workspace> {
     validSlug(slug);
-    const row = this.store.live(slug) ?? this.store.latest(slug);
+    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row) throw notFound(slug);
     return this.view(row);
   }
 
   /** The API shape of a row, with its place in the line when it is queued. */
-  private view(row: WorkspaceRow): Workspace {
-    return toWorkspace(row, row.state === 'queued' ? (this.store.queuePositions().get(row.id) ?? null) : null);
+  private async view(row: WorkspaceRow): Promise<Workspace> {
+    return toWorkspace(row, row.state === 'queued' ? ((await this.store.queuePositions()).get(row.id) ?? null) : null);
   }
 
   async lastMessage(slug: string): Promise<LastMessage | null> {
     validSlug(slug);
-    const row = this.store.live(slug) ?? this.store.latest(slug);
+    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row) throw notFound(slug);
     // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
     if (row.state === 'gone') return null;
@@ -303,7 +301,8 @@ class GroveImpl implements Grove {
 
   async socketFor(slug: string): Promise<string> {
     validSlug(slug);
-    const row = this.store.live(slug);
+    // Once per proxied request: route() is the prepared statement on SQLite, a short-lived cache on PostgreSQL.
+    const row = await this.store.route(slug);
     if (!row) throw notFound(slug);
     if (row.state !== 'running') {
       const hint =
@@ -312,14 +311,15 @@ class GroveImpl implements Grove {
           : row.state === 'creating'
             ? `it is starting; try again in a moment (or POST /api/workspaces/${slug}/start once it is stopped)`
             : row.state === 'queued'
-              ? `it waits in line for a sandbox slot (#${this.store.queuePositions().get(row.id) ?? '?'}); it starts when a slot frees`
+              ? `it waits in line for a sandbox slot (#${(await this.store.queuePositions()).get(row.id) ?? '?'}); it starts when a slot frees`
               : 'it is being torn down';
       throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: ${hint}`, { details: { slug, state: row.state } });
     }
     const now = Date.now();
     if (now - (this.activity.get(slug) ?? 0) >= ACTIVITY_WRITE_MS) {
       this.activity.set(slug, now);
-      this.store.touch(row.id, new Date(now).toISOString());
+      // Not awaited: a request never waits for the activity write (the in-memory time above is what idle stop reads first).
+      this.store.touch(row.id, new Date(now).toISOString()).catch((err: unknown) => this.log.warn({ err, slug }, `could not record activity of ${slug}: ${reasonOf(err)}`));
     }
     return this.paths.socket(slug);
   }
@@ -330,7 +330,7 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const name = validProject(o.name);
     const source = validSource(o.source);
-    if (o.failIfExists && this.store.project(name)) {
+    if (o.failIfExists && (await this.store.project(name))) {
       throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
     }
     // Checked (and written, when given) before anything else: an unknown agent provider or a bad glob
@@ -343,7 +343,7 @@ class GroveImpl implements Grove {
     let registered: { project: ProjectRow; existing: ProjectRow | undefined };
     try {
       registered = await this.lock.withLock(name, async () => {
-        const existing = this.store.project(name);
+        const existing = await this.store.project(name);
         // Again under the lock: of two concurrent requests for one name, the second is refused.
         if (o.failIfExists && existing) {
           throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
@@ -368,19 +368,19 @@ class GroveImpl implements Grove {
           throw new GroveError('invalid_input', `${source} has no commits on its default branch; push a first commit, then add it`, { cause: e });
         }
         // Registered under the lock, so a concurrent add of the same name sees it.
-        return { project: this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() }), existing };
+        return { project: await this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() }), existing };
       });
     } catch (e) {
-      if (!hadConfig && o.config !== undefined && !this.store.project(name)) await rm(configFile, { force: true });
+      if (!hadConfig && o.config !== undefined && !(await this.store.project(name))) await rm(configFile, { force: true });
       throw e;
     }
     const { project, existing } = registered;
     if (existing && existing.source !== source) {
       this.log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
     }
-    if (!existing) this.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
+    if (!existing) await this.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
     const shape: Project = { name: project.name, defaultBranch: project.defaultBranch, createdAt: project.createdAt };
-    if (o.createDefault === false || this.store.live(name)) return shape;
+    if (o.createDefault === false || (await this.store.live(name))) return shape;
     try {
       await this.create({ project, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: true });
     } catch (e) {
@@ -419,8 +419,8 @@ class GroveImpl implements Grove {
     return files;
   }
 
-  private requireProject(name: string): ProjectRow {
-    const p = this.store.project(name);
+  private async requireProject(name: string): Promise<ProjectRow> {
+    const p = await this.store.project(name);
     if (!p) throw new GroveError('project_not_found', `no project "${name}"; add it first`, { details: { project: name } });
     return p;
   }
@@ -430,7 +430,7 @@ class GroveImpl implements Grove {
   async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
     const { project, name, from, queue, pullRequest, keepCheckoutOnClose } = parseForkRequest(req);
-    const proj = this.requireProject(project);
+    const proj = await this.requireProject(project);
     // A config edited into something invalid since the project was added is refused before a slot is taken.
     await readProjectConfig(this.paths.projectConfig(project));
     // A pull request's head is fetched when the fork runs (runCreate); until then the base names where it will be.
@@ -442,9 +442,9 @@ class GroveImpl implements Grove {
   async update(slug: string, req: UpdateWorkspaceRequest): Promise<Workspace> {
     this.assertOpen();
     const body = parseOrThrow(updateWorkspaceRequestSchema, req, { what: 'workspace settings' });
-    const row = this.requireLive(slug);
+    const row = await this.requireLive(slug);
     if (body.keepCheckoutOnClose === undefined) return toWorkspace(row);
-    const updated = this.store.update(row.id, { keepCheckoutOnClose: body.keepCheckoutOnClose });
+    const updated = await this.store.update(row.id, { keepCheckoutOnClose: body.keepCheckoutOnClose });
     if (!updated) throw notFound(slug);
     return toWorkspace(updated);
   }
@@ -471,25 +471,25 @@ class GroveImpl implements Grove {
     await this.opts.driver.ping();
     // Cheap early answers, so refused forks do not queue on the repository lock below (the transaction
     // in reserveNew is what actually decides).
-    if (this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
-    const pre = this.store.capacity(this.opts.maxRunning);
+    if (await this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
+    const pre = await this.store.capacity(this.opts.maxRunning);
     if (!c.queue && !slotFree(pre)) throw capacityError(pre);
     // The branch is chosen before the reservation and recorded in the row, so a crash at any later point
     // still knows which branch this fork created. Only forks of this slug could create it meanwhile, and
     // the live-slug unique index serializes those.
     const repo = this.paths.repo(c.project.name);
     const branch = c.isDefault ? 'grove/default' : await this.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
-    const { row, capacity, position } = this.store.reserveNew(
+    const { row, capacity, position } = await this.store.reserveNew(
       { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef, keepCheckoutOnClose: c.keepCheckoutOnClose ?? null },
       this.opts.maxRunning,
       { queue: c.queue },
     );
     if (position !== null) {
       // Nothing is made for a queued workspace until promoteQueue gives it a slot (then runCreate as below).
-      this.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: c.baseRef, ...capacity });
+      await this.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: c.baseRef, ...capacity });
       return toWorkspace(row, position);
     }
-    this.emit(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
+    this.emitSoon(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
     // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
     const abort = new AbortController();
     const task = this.slugs.run(slug, () => this.runCreate(row, abort.signal));
@@ -506,7 +506,7 @@ class GroveImpl implements Grove {
    * same workspace twice nor exceed the cap. Never throws.
    */
   private async promoteQueue(): Promise<void> {
-    if (this.closed || this.store.capacity(this.opts.maxRunning).queued === 0) return;
+    if (this.closed || (await this.store.capacity(this.opts.maxRunning)).queued === 0) return;
     try {
       // With Docker down every promoted fork would fail: the line waits (reconcile promotes once it is back).
       await this.opts.driver.ping();
@@ -516,9 +516,9 @@ class GroveImpl implements Grove {
     }
     for (;;) {
       if (this.closed) return;
-      let next: ReturnType<Store['promoteNext']>;
+      let next: Awaited<ReturnType<Registry['promoteNext']>>;
       try {
-        next = this.store.promoteNext(this.opts.maxRunning);
+        next = await this.store.promoteNext(this.opts.maxRunning);
       } catch (e) {
         this.log.error({ err: e }, `queue promotion failed: ${reasonOf(e)}`);
         return;
@@ -527,8 +527,8 @@ class GroveImpl implements Grove {
       const { row, capacity } = next;
       // A row with a worktree was stopped and queued to reopen (a queued fork gets its worktree in runCreate).
       const reopen = row.worktreePath !== null;
-      this.emit(row.slug, 'workspace.promoted', { workspaceId: row.id, op: reopen ? 'start' : 'fork', ...capacity });
-      if (!reopen) this.emit(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
+      this.emitSoon(row.slug, 'workspace.promoted', { workspaceId: row.id, op: reopen ? 'start' : 'fork', ...capacity });
+      if (!reopen) this.emitSoon(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
       const abort = new AbortController();
       const task = this.slugs.run(row.slug, () => (reopen ? this.runStart(row.id, abort.signal, { row, capacity }) : this.runCreate(row, abort.signal)));
       this.track(row.slug, abort, task);
@@ -541,7 +541,7 @@ class GroveImpl implements Grove {
     const { slug, project } = reserved;
     let row = reserved;
     // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
-    const now = this.store.byId(reserved.id);
+    const now = await this.store.byId(reserved.id);
     if (now?.state !== 'creating') throw invalidState(now ?? reserved, 'create');
     const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null };
     let step: Step = 'worktree';
@@ -553,12 +553,12 @@ class GroveImpl implements Grove {
         const pr = pullOfRef(row.baseRef);
         if (pr !== null) {
           const base = await this.flow.pullRequestBase(project, slug, { workspaceId: row.id, n: pr });
-          if (base !== row.baseRef) row = this.store.update(row.id, { baseRef: base }) ?? row;
+          if (base !== row.baseRef) row = (await this.store.update(row.id, { baseRef: base })) ?? row;
         }
         const baseCommit = await resolveCommit(repo, row.baseRef);
         if (!baseCommit) throw new StepFailure(`base "${row.baseRef}" is not a branch, tag or commit of project "${project}"`);
         undo.baseCommit = baseCommit;
-        row = this.store.update(row.id, { worktreePath: path }) ?? row;
+        row = (await this.store.update(row.id, { worktreePath: path })) ?? row;
         undo.worktree = true;
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
@@ -570,7 +570,7 @@ class GroveImpl implements Grove {
         if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
         return { ...r, baseCommit };
       });
-      this.emit(slug, 'workspace.prepared', {
+      await this.emit(slug, 'workspace.prepared', {
         workspaceId: row.id,
         branch: row.branch,
         base: row.baseRef,
@@ -587,14 +587,14 @@ class GroveImpl implements Grove {
 
       const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'created', (s) => (step = s));
       row = running;
-      this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
+      await this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
       const reason = reasonOf(e);
       this.log.error({ err: e, slug, step }, `fork of ${slug} failed at ${step}: ${reason}`);
       const problems = await this.rollbackFork(row, undo);
-      this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null });
-      this.emit(slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step, reason, ms: Date.now() - t0, ...(problems.length ? { rollbackProblems: problems } : {}) });
+      await this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null });
+      await this.emit(slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step, reason, ms: Date.now() - t0, ...(problems.length ? { rollbackProblems: problems } : {}) });
       void this.promoteQueue(); // the slot this fork held is free again
       throw spawnError(e, reason, { slug, step });
     }
@@ -620,14 +620,14 @@ class GroveImpl implements Grove {
 
     at('container');
     const info = await this.ensureSandbox(row, adminDir);
-    row = this.store.update(row.id, { containerId: info.id }) ?? row;
+    row = (await this.store.update(row.id, { containerId: info.id })) ?? row;
     this.checkAbort(signal);
 
     at('health');
     await this.waitHealthy(row.slug, signal);
 
     at('register');
-    const running = this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
+    const running = await this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
     if (!running) throw new StepFailure(`the workspace left the creating state while it was being ${verb}`);
     return { running, containerId: info.id };
   }
@@ -674,20 +674,20 @@ class GroveImpl implements Grove {
   /** Stop a running workspace; reason 'idle' when the idle sweep does it. The freed slot goes to the line. */
   private async stopAs(slug: string, reason: 'idle' | null): Promise<Workspace> {
     this.assertOpen();
-    const row = this.requireLive(slug);
+    const row = await this.requireLive(slug);
     if (row.state === 'stopped') return toWorkspace(row);
     if (row.state === 'queued' && row.worktreePath !== null) {
       // Queued to reopen: stopping it means leaving the line and staying stopped.
-      const left = this.store.update(row.id, { state: 'stopped', queueSeq: null }, 'queued');
+      const left = await this.store.update(row.id, { state: 'stopped', queueSeq: null }, 'queued');
       if (left) {
-        this.emit(slug, 'workspace.stopped', { workspaceId: row.id, ms: 0, reason: 'left the line' });
+        await this.emit(slug, 'workspace.stopped', { workspaceId: row.id, ms: 0, reason: 'left the line' });
         return toWorkspace(left);
       }
       return this.stopAs(slug, reason); // promoted meanwhile: stop it as usual
     }
     if (row.state !== 'running') throw invalidState(row, 'stop');
     const stopped = await this.slugs.run(slug, async () => {
-      const cur = this.store.byId(row.id);
+      const cur = await this.store.byId(row.id);
       if (!cur) throw notFound(slug);
       if (cur.state === 'stopped') return toWorkspace(cur);
       if (cur.state !== 'running') throw invalidState(cur, 'stop');
@@ -696,9 +696,9 @@ class GroveImpl implements Grove {
       await this.opts.driver.stop(slug);
       await this.host.close(slug);
       await this.gates.close(slug);
-      const done = this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
-      if (!done) throw invalidState(this.store.byId(cur.id) ?? cur, 'stop');
-      this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
+      const done = await this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
+      if (!done) throw invalidState((await this.store.byId(cur.id)) ?? cur, 'stop');
+      await this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
       return toWorkspace(done);
     });
     await this.promoteQueue();
@@ -713,7 +713,7 @@ class GroveImpl implements Grove {
     if (this.closed || this.sweeping) return;
     this.sweeping = true;
     try {
-      for (const row of this.store.rows({ states: ['running'] })) {
+      for (const row of await this.store.rows({ states: ['running'] })) {
         if (this.closed) return;
         if (this.inflight.has(row.slug) || this.slugs.isBusy(row.slug)) continue;
         const now = Date.now();
@@ -721,7 +721,7 @@ class GroveImpl implements Grove {
         if (now - last < idleMs) continue;
         if (await this.backendBusy(row.slug)) {
           this.activity.set(row.slug, now);
-          this.store.touch(row.id, new Date(now).toISOString());
+          await this.store.touch(row.id, new Date(now).toISOString());
           continue;
         }
         try {
@@ -749,15 +749,15 @@ class GroveImpl implements Grove {
 
   async start(slug: string, opts: { queue?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
-    const row = this.requireLive(slug);
+    const row = await this.requireLive(slug);
     if (row.state === 'running') return toWorkspace(row);
     if (row.state === 'queued' && opts.queue) return this.view(row);
     if (row.state !== 'stopped') throw invalidState(row, 'start');
     await this.opts.driver.ping();
     if (opts.queue) {
-      const queued = this.store.queueStart(row.id, this.opts.maxRunning);
+      const queued = await this.store.queueStart(row.id, this.opts.maxRunning);
       if (queued) {
-        this.emit(slug, 'workspace.queued', { workspaceId: row.id, op: 'start', position: queued.position, ...queued.capacity });
+        await this.emit(slug, 'workspace.queued', { workspaceId: row.id, op: 'start', position: queued.position, ...queued.capacity });
         return toWorkspace(queued.row, queued.position);
       }
     }
@@ -769,13 +769,13 @@ class GroveImpl implements Grove {
 
   /** Reopen a stopped workspace; `promoted`: its slot was already given to it by promoteQueue. */
   private async runStart(id: number, signal: AbortSignal, promoted?: { row: WorkspaceRow; capacity: Capacity }): Promise<Workspace> {
-    const cur = this.store.byId(id);
+    const cur = await this.store.byId(id);
     if (cur?.state === 'running') return toWorkspace(cur); // a concurrent start won
     if (promoted && cur?.state !== 'creating') throw invalidState(cur ?? promoted.row, 'start'); // left the line meanwhile
     const t0 = Date.now();
-    const { row, capacity } = promoted ?? this.store.reserveStart(id, this.opts.maxRunning);
+    const { row, capacity } = promoted ?? (await this.store.reserveStart(id, this.opts.maxRunning));
     const { slug, project } = row;
-    this.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
+    await this.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
     let step: Step = 'worktree';
     try {
       const repo = this.paths.repo(project);
@@ -796,7 +796,7 @@ class GroveImpl implements Grove {
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
       const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'started', (s) => (step = s));
-      this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
+      await this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
       const reason = reasonOf(e);
@@ -809,8 +809,8 @@ class GroveImpl implements Grove {
       }
       await this.gates.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the egress gate after a failed start'));
       await this.host.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the host listeners after a failed start'));
-      this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
-      this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
+      await this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
+      await this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void this.promoteQueue(); // the slot this start held is free again
       throw spawnError(e, reason, { slug, step });
     }
@@ -821,34 +821,34 @@ class GroveImpl implements Grove {
   async teardown(slug: string): Promise<Workspace> {
     this.assertOpen();
     validSlug(slug);
-    if (!this.store.live(slug) && !this.store.latest(slug)) throw notFound(slug);
+    if (!(await this.store.live(slug)) && !(await this.store.latest(slug))) throw notFound(slug);
     // A half-done fork or start of this slug stops at its next step and rolls back; then we clean up.
     this.inflight.get(slug)?.abort.abort(new Error('cancelled by teardown'));
     return this.slugs.run(slug, () => this.runTeardown(slug));
   }
 
   private async runTeardown(slug: string): Promise<Workspace> {
-    let row = this.store.live(slug) ?? this.store.latest(slug);
+    let row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row) throw notFound(slug);
     if (row.state === 'gone') return toWorkspace(row);
     if (row.state === 'queued' && row.worktreePath === null) {
       // Cancelling a queued fork: no worktree, container or thread was ever made; the others keep their order.
-      const gone = this.store.update(row.id, { state: 'gone', queueSeq: null }, 'queued');
+      const gone = await this.store.update(row.id, { state: 'gone', queueSeq: null }, 'queued');
       if (gone) {
-        this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, from: 'queued', cancelled: true, branch: row.branch, archive: null, recoveryRef: null, ms: 0 });
+        await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, from: 'queued', cancelled: true, branch: row.branch, archive: null, recoveryRef: null, ms: 0 });
         return toWorkspace(gone);
       }
       // Promoted meanwhile: tear down what its fork made.
-      row = this.store.byId(row.id) ?? row;
+      row = (await this.store.byId(row.id)) ?? row;
     }
     const t0 = Date.now();
     const from = row.state;
     // A failed row is history, not live: it is cleaned and dismissed without entering a live state again.
     if (from !== 'tearing-down' && from !== 'failed') {
       // queueSeq: a stopped workspace queued to reopen leaves the line too.
-      row = this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from) ?? row;
+      row = (await this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from)) ?? row;
     }
-    this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
+    await this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
     // nothing (a re-run, e.g. reconcile finishing this teardown, finds the same work and reuses its ref).
     await this.opts.driver.stop(slug);
@@ -860,9 +860,9 @@ class GroveImpl implements Grove {
     await this.host.close(slug);
     await removeDir(this.paths.run(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
-    const gone = this.store.update(row.id, { state: 'gone', containerId: null }) ?? row;
+    const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
-    this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
+    await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
     if (from === 'running' || from === 'creating') void this.promoteQueue();
     return toWorkspace(gone);
   }
@@ -870,7 +870,7 @@ class GroveImpl implements Grove {
   /** What a teardown of slug would keep and remove, read now (the confirmation dialog asks before it tears down). */
   async teardownPreview(slug: string): Promise<TeardownPreview> {
     validSlug(slug);
-    const row = this.store.live(slug) ?? this.store.latest(slug);
+    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row || row.state === 'gone') throw notFound(slug);
     const repo = this.paths.repo(row.project);
     const worktree = this.paths.worktree(row.project, row.name);
@@ -906,7 +906,7 @@ class GroveImpl implements Grove {
       message: `grove: uncommitted work of ${w.slug}, saved before ${reason}\n\nRestore it as a new workspace: POST /api/workspaces/${w.slug}/restore {"name": "..."}\n`,
     });
     if (saved) {
-      this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
+      await this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
     }
     return saved;
   }
@@ -929,22 +929,22 @@ class GroveImpl implements Grove {
   }
 
   async egress(slug: string, opts: { limit?: number } = {}): Promise<EgressResponse> {
-    const row = this.requireLive(slug);
-    const decisions = this.store.recentEvents(slug, ['egress.allowed', 'egress.denied'], Math.min(Math.max(opts.limit ?? 50, 1), 500));
+    const row = await this.requireLive(slug);
+    const decisions = await this.store.recentEvents(slug, ['egress.allowed', 'egress.denied'], Math.min(Math.max(opts.limit ?? 50, 1), 500));
     return { policy: await this.policyOf(row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
   }
 
   async setEgressPolicy(slug: string, input: unknown): Promise<EgressPolicy> {
     this.assertOpen();
     const policy = parseOrThrow(egressPolicySchema, input, { what: 'egress policy' });
-    const row = this.requireLive(slug);
+    const row = await this.requireLive(slug);
     return this.slugs.run(slug, async () => {
-      const cur = this.store.byId(row.id);
+      const cur = await this.store.byId(row.id);
       if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
       const before = await this.policyOf(cur);
-      this.store.update(cur.id, { egressPolicy: policy });
+      await this.store.update(cur.id, { egressPolicy: policy });
       await this.gates.setPolicy(slug, policy);
-      this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
+      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
       return policy;
     });
   }
@@ -952,15 +952,15 @@ class GroveImpl implements Grove {
   /** Back to the project default (which then follows the server's and the project's configuration), applied at once. */
   async resetEgressPolicy(slug: string): Promise<EgressPolicy> {
     this.assertOpen();
-    const row = this.requireLive(slug);
+    const row = await this.requireLive(slug);
     return this.slugs.run(slug, async () => {
-      const cur = this.store.byId(row.id);
+      const cur = await this.store.byId(row.id);
       if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
       const before = await this.policyOf(cur);
       const policy = await this.defaultPolicy(cur.project);
-      this.store.update(cur.id, { egressPolicy: null });
+      await this.store.update(cur.id, { egressPolicy: null });
       await this.gates.setPolicy(slug, policy);
-      this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug), reset: true });
+      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug), reset: true });
       return policy;
     });
   }
@@ -970,7 +970,7 @@ class GroveImpl implements Grove {
   async savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>> {
     validSlug(slug);
     const { project } = parseSlug(slug);
-    this.requireProject(project);
+    await this.requireProject(project);
     return this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
   }
 
@@ -980,7 +980,7 @@ class GroveImpl implements Grove {
     parseOrThrow(workspaceNameSchema, (req as { name?: unknown } | null)?.name, { what: 'workspace name', code: 'invalid_name' });
     req = parseOrThrow(restoreRequestSchema, req, { what: 'restore request' });
     const { project } = parseSlug(slug);
-    this.requireProject(project);
+    await this.requireProject(project);
     const saved = await this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
     const pick: RecoveryRefEntry | undefined = req.n === undefined ? saved.at(-1) : saved.find((r) => r.n === req.n);
     if (!pick) {
@@ -1017,17 +1017,17 @@ class GroveImpl implements Grove {
   // ---- agents: project config and undo ----
 
   async projectConfig(project: string): Promise<ProjectConfig> {
-    this.requireProject(validProject(project));
+    await this.requireProject(validProject(project));
     return readProjectConfig(this.paths.projectConfig(project));
   }
 
   async overlayFiles(project: string): Promise<OverlayListResponse> {
-    this.requireProject(validProject(project));
+    await this.requireProject(validProject(project));
     return this.lock.withLock(project, () => this.overlayListing(project));
   }
 
   async putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse> {
-    this.requireProject(validProject(project));
+    await this.requireProject(validProject(project));
     const { path, content } = parseOrThrow(putOverlayFileRequestSchema, req, { what: 'overlay file' });
     const bytes = Buffer.from(content, 'utf8');
     if (bytes.length > OVERLAY_MAX_BYTES) throw new GroveError('invalid_input', `overlay file ${path} is ${bytes.length} bytes; at most ${OVERLAY_MAX_BYTES} are allowed`);
@@ -1052,7 +1052,7 @@ class GroveImpl implements Grove {
   }
 
   async deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse> {
-    this.requireProject(validProject(project));
+    await this.requireProject(validProject(project));
     const p = parseOrThrow(overlayFilePathSchema, path, { what: 'overlay path' });
     return this.lock.withLock(project, async () => {
       await removeOverlayFile(this.paths.overlay(project), p);
@@ -1071,7 +1071,7 @@ class GroveImpl implements Grove {
 
   async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
     this.assertOpen();
-    this.requireProject(validProject(project));
+    await this.requireProject(validProject(project));
     // Applies to containers created from now on (a fork, or a start after a stop); running ones keep theirs.
     return writeProjectConfig(this.paths.projectConfig(project), config);
   }
@@ -1085,11 +1085,11 @@ class GroveImpl implements Grove {
   // Reading turns needs only the bare repository's refs and the audit events: no container, no lock (git reads refs atomically).
   async turns(slug: string): Promise<TurnSummary[]> {
     validSlug(slug);
-    const row = this.store.live(slug);
+    const row = await this.store.live(slug);
     if (!row) throw notFound(slug);
     const reverts: RevertRecord[] = [];
     for (let after = 0; ; ) {
-      const page = this.store.events({ slug, type: 'turn.reverted', after, limit: 1000 });
+      const page = await this.store.events({ slug, type: 'turn.reverted', after, limit: 1000 });
       reverts.push(...revertsFromEvents(page, row.id));
       if (page.length < 1000) break;
       after = page.at(-1)?.id ?? after;
@@ -1099,7 +1099,7 @@ class GroveImpl implements Grove {
 
   async turnDiff(slug: string, n: number): Promise<TurnDiffResponse> {
     validSlug(slug);
-    const row = this.store.live(slug);
+    const row = await this.store.live(slug);
     if (!row) throw notFound(slug);
     return turnDiff({ repo: this.paths.repo(row.project), slug }, n);
   }
@@ -1118,7 +1118,7 @@ class GroveImpl implements Grove {
     const containers = await this.opts.driver.list();
     const bySlug = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
-    for (const row of this.store.rows({ states: LIVE_STATES })) {
+    for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue; // this process is working on it right now
       try {
         if (await this.slugs.run(row.slug, () => this.reconcileRow(row.id, bySlug.get(row.slug)))) touched++;
@@ -1128,16 +1128,16 @@ class GroveImpl implements Grove {
     }
     // Listed again: rolling rows back above already removed some of the containers seen before.
     for (const c of await this.opts.driver.list()) {
-      if (this.store.live(c.slug) || this.inflight.has(c.slug)) continue;
+      if ((await this.store.live(c.slug)) || this.inflight.has(c.slug)) continue;
       try {
         await this.opts.driver.remove(c.slug);
-        this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
+        await this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
         touched++;
       } catch (e) {
         this.log.error({ err: e, slug: c.slug }, 'could not remove an orphan container');
       }
     }
-    for (const p of this.store.projects()) {
+    for (const p of await this.store.projects()) {
       try {
         touched += await this.lock.withLock(p.name, () => this.reconcileWorktrees(p.name));
       } catch (e) {
@@ -1166,24 +1166,24 @@ class GroveImpl implements Grove {
       if (e.kind === 'oom') {
         // A process hit the memory limit; the backend may have survived it (the common case: a test
         // runner or build inside the sandbox). Recorded so the card and `grove logs` can say why.
-        const row = this.store.live(slug);
+        const row = await this.store.live(slug);
         if (!row) return;
         this.log.warn({ slug, limitBytes: this.limits.memoryBytes }, `a process in ${slug} was killed for memory`);
-        this.emit(slug, 'sandbox.oom', { workspaceId: row.id, limitBytes: this.limits.memoryBytes });
+        await this.emit(slug, 'sandbox.oom', { workspaceId: row.id, limitBytes: this.limits.memoryBytes });
         return;
       }
       await this.slugs.run(slug, async () => {
-        const row = this.store.live(slug);
+        const row = await this.store.live(slug);
         if (!row || row.state !== 'running' || this.closed) return;
         const info = await this.opts.driver.inspect(slug);
         if (info?.running) return;
         const reason = `the sandbox stopped unexpectedly: it ${exitSummary(info ?? e)}`;
         await this.host.close(slug);
         await this.gates.close(slug);
-        const done = this.store.update(row.id, { state: 'stopped', failureReason: reason }, 'running');
+        const done = await this.store.update(row.id, { state: 'stopped', failureReason: reason }, 'running');
         if (!done) return;
         this.log.warn({ slug, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false }, reason);
-        this.emit(slug, 'sandbox.died', { workspaceId: row.id, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false, reason });
+        await this.emit(slug, 'sandbox.died', { workspaceId: row.id, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false, reason });
       });
     } catch (err) {
       this.log.error({ err, slug }, `could not record the death of ${slug}'s sandbox: ${reasonOf(err)}`);
@@ -1192,7 +1192,7 @@ class GroveImpl implements Grove {
 
   /** A gate for every running workspace (they do not survive a server restart), none for the others. */
   private async reconcileGates(): Promise<void> {
-    for (const row of this.store.rows({ states: LIVE_STATES })) {
+    for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue;
       try {
         if (row.state === 'running') await this.gates.ensure(row.slug, await this.policyOf(row));
@@ -1205,7 +1205,7 @@ class GroveImpl implements Grove {
 
   /** Host listeners for every running workspace (they do not survive a server restart), none for the others. */
   private async reconcileHostServices(): Promise<void> {
-    for (const row of this.store.rows({ states: LIVE_STATES })) {
+    for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue;
       try {
         if (row.state === 'running') await this.host.ensure(row.slug);
@@ -1218,17 +1218,17 @@ class GroveImpl implements Grove {
 
   /** Returns true when something changed. */
   private async reconcileRow(id: number, container: SandboxInfo | undefined): Promise<boolean> {
-    const row = this.store.byId(id);
+    const row = await this.store.byId(id);
     if (!row) return false;
     const { slug } = row;
     switch (row.state) {
       case 'creating': {
-        const wasRunning = this.store.lastEventFor(slug, 'workspace.registered', id) !== undefined;
+        const wasRunning = (await this.store.lastEventFor(slug, 'workspace.registered', id)) !== undefined;
         if (wasRunning) {
           // An interrupted start: the workspace is real work, never roll it back; leave it stopped.
           await this.opts.driver.stop(slug);
-          this.store.update(id, { state: 'stopped', failureReason: 'start interrupted by a server restart' }, 'creating');
-          this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'creating', to: 'stopped', reason: 'start interrupted by a server restart' });
+          await this.store.update(id, { state: 'stopped', failureReason: 'start interrupted by a server restart' }, 'creating');
+          await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'creating', to: 'stopped', reason: 'start interrupted by a server restart' });
           return true;
         }
         await this.rollbackInterruptedFork(row);
@@ -1246,20 +1246,20 @@ class GroveImpl implements Grove {
           }
         }
         if (!why) return false;
-        this.store.update(id, { state: 'stopped', failureReason: why }, 'running');
-        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'running', to: 'stopped', reason: why });
+        await this.store.update(id, { state: 'stopped', failureReason: why }, 'running');
+        await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'running', to: 'stopped', reason: why });
         return true;
       }
       case 'stopped': {
         if (!container?.running) return false;
         // A stop that was interrupted after the row changed: finish it.
         await this.opts.driver.stop(slug);
-        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'stopped', to: 'stopped', reason: 'container was still running' });
+        await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'stopped', to: 'stopped', reason: 'container was still running' });
         return true;
       }
       case 'tearing-down': {
         await this.runTeardown(slug);
-        this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'tearing-down', to: 'gone', reason: 'teardown finished' });
+        await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'tearing-down', to: 'gone', reason: 'teardown finished' });
         return true;
       }
       default:
@@ -1270,7 +1270,7 @@ class GroveImpl implements Grove {
   /** A fork cut short by a crash or SIGKILL: undo it exactly like a failed fork. */
   private async rollbackInterruptedFork(row: WorkspaceRow): Promise<void> {
     const reason = 'interrupted by a server restart';
-    const prepared = this.store.lastEventFor(row.slug, 'workspace.prepared', row.id);
+    const prepared = await this.store.lastEventFor(row.slug, 'workspace.prepared', row.id);
     const repo = this.paths.repo(row.project);
     const recordedBase = typeof prepared?.data.baseCommit === 'string' ? prepared.data.baseCommit : null;
     const undo: Undo = {
@@ -1281,9 +1281,9 @@ class GroveImpl implements Grove {
       baseCommit: recordedBase ?? (await this.lock.withLock(row.project, () => resolveCommit(repo, row.baseRef)).catch(() => null)),
     };
     const problems = await this.rollbackFork(row, undo);
-    this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');
-    this.emit(row.slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step: 'interrupted', reason, ...(problems.length ? { rollbackProblems: problems } : {}) });
-    this.emit(row.slug, 'workspace.reconciled', { workspaceId: row.id, from: 'creating', to: 'failed', reason });
+    await this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');
+    await this.emit(row.slug, 'spawn_failed', { workspaceId: row.id, op: 'fork', step: 'interrupted', reason, ...(problems.length ? { rollbackProblems: problems } : {}) });
+    await this.emit(row.slug, 'workspace.reconciled', { workspaceId: row.id, from: 'creating', to: 'failed', reason });
   }
 
   /** Prune worktree admin entries, and remove worktrees under <home>/worktrees/<project> that no live row owns. */
@@ -1293,9 +1293,7 @@ class GroveImpl implements Grove {
     await prune(repo);
     const root = this.paths.worktreesOf(project);
     const owned = new Set(
-      this.store
-        .rows({ project, states: LIVE_STATES })
-        .map((r) => this.paths.worktree(project, r.name)),
+      (await this.store.rows({ project, states: LIVE_STATES })).map((r) => this.paths.worktree(project, r.name)),
     );
     const candidates = new Set<string>();
     for (const e of await listWorktrees(repo)) if (resolve(e.path).startsWith(`${root}/`)) candidates.add(resolve(e.path));
@@ -1314,7 +1312,7 @@ class GroveImpl implements Grove {
       const parent = head?.branch && /^refs\/heads\/[A-Za-z0-9._/-]+$/.test(head.branch) && !head.branch.includes('..') ? head.branch : head?.head && /^[0-9a-f]{40,64}$/.test(head.head) ? head.head : null;
       await this.saveBeforeRemoval({ slug: makeSlug(project, name), project, name, parent }, 'reconcile');
       await removeWorktree(repo, path);
-      this.emit(makeSlug(project, basename(path)), 'workspace.reconciled', { action: 'removed-orphan-worktree', worktree: basename(path) });
+      await this.emit(makeSlug(project, basename(path)), 'workspace.reconciled', { action: 'removed-orphan-worktree', worktree: basename(path) });
       removed++;
     }
     return removed;
@@ -1333,18 +1331,18 @@ class GroveImpl implements Grove {
     await Promise.allSettled(pending.map((p) => p.task));
     await this.host.closeAll();
     await this.gates.closeAll();
-    await this.handle.close();
+    await this.store.close();
   }
 
   private assertOpen(): void {
     if (this.closed) throw new GroveError('internal', 'this Grove instance is closed');
   }
 
-  private requireLive(slug: string): WorkspaceRow {
+  private async requireLive(slug: string): Promise<WorkspaceRow> {
     validSlug(slug);
-    const row = this.store.live(slug);
+    const row = await this.store.live(slug);
     if (row) return row;
-    const last = this.store.latest(slug);
+    const last = await this.store.latest(slug);
     if (last?.state === 'failed') throw invalidState(last, 'use');
     throw notFound(slug);
   }
@@ -1361,8 +1359,13 @@ class GroveImpl implements Grove {
     if (signal.aborted) throw new StepFailure(reasonOf(signal.reason));
   }
 
-  private emit(slug: string, type: EventType, data: Record<string, unknown>): GroveEvent {
-    const e = this.store.addEvent(slug, type, data);
+  /**
+   * Record a lifecycle event, log it and tell the listeners. The registry stores events in call order, so callers
+   * that do not wait (audit decisions, hooks) keep their order too; lifecycle steps await it, so an event is in
+   * the trail before the step after it runs.
+   */
+  private async emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<GroveEvent> {
+    const e = await this.store.addEvent(slug, type, data);
     this.log.info({ slug, event: type, ...data }, `${type} ${slug}`);
     for (const l of this.listeners) {
       try {
@@ -1372,6 +1375,15 @@ class GroveImpl implements Grove {
       }
     }
     return e;
+  }
+
+  /**
+   * emit without waiting, where the caller must not yield before its next step (queueing on the slug right after
+   * a reservation) or cannot wait (hooks, audit decisions). The event still lands in call order; a failure to
+   * record it is logged.
+   */
+  private emitSoon(slug: string, type: EventType, data: Record<string, unknown>): void {
+    this.emit(slug, type, data).catch((err: unknown) => this.log.error({ err, slug, event: type }, `could not record ${type} for ${slug}: ${reasonOf(err)}`));
   }
 
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
@@ -1438,7 +1450,7 @@ class GroveImpl implements Grove {
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
     const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
     const info = await this.opts.driver.ensure(spec);
-    this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
+    await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;
   }
 
@@ -1509,6 +1521,7 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
   for (const dir of [paths.home, paths.reposRoot, paths.worktreesRoot, paths.threadsRoot, paths.runRoot, paths.stateRoot, paths.locksRoot, paths.archiveRoot]) {
     await mkdir(dir, { recursive: true });
   }
-  const handle = openSqlite({ file: paths.db });
-  return new GroveImpl(opts, paths, handle);
+  // DATABASE_URL (a PostgreSQL registry several servers may share), else SQLite in the home.
+  const store = await openRegistry(opts.databaseUrl ? { url: opts.databaseUrl, onPoolError: (err) => opts.logger.warn({ err }, 'registry.pool_error') } : { file: paths.db });
+  return new GroveImpl(opts, paths, store);
 }

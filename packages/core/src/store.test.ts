@@ -1,83 +1,231 @@
-// The line for a slot in the registry alone: enqueue, positions, FIFO promotion under the cap, no jumping.
+// The registry contract, run against both dialects: SQLite (a temp file) and PostgreSQL (a throwaway cluster, a
+// fresh database per test). The line for a slot (enqueue, positions, FIFO promotion under the cap, no jumping), and
+// two registries sharing one database (two servers) never exceeding the cap nor creating one slug twice.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqlite } from '@grove/db';
-import type { SqliteHandle } from '@grove/db';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Store, capacityError, slotFree, toWorkspace } from './store.ts';
+import { startTestPostgres } from '@grove/db';
+import type { OpenDbOptions, TestPostgres } from '@grove/db';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { capacityError, isUniqueViolation, slotFree, toWorkspace } from './registry.ts';
+import type { Registry } from './registry.ts';
+import { openRegistry } from './store.ts';
 
-let dir: string;
-let handle: SqliteHandle;
-let store: Store;
+let cluster: TestPostgres | undefined;
+beforeAll(async () => {
+  cluster = await startTestPostgres();
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
 
-beforeEach(() => {
-  dir = mkdtempSync(join(tmpdir(), 'grove-store-'));
-  handle = openSqlite({ file: join(dir, 'grove.db') });
-  store = new Store(handle.db);
-  store.ensureProject({ name: 'p', source: '/src', defaultBranch: 'main', createdAt: new Date().toISOString() });
-});
-afterEach(() => {
-  void handle.close();
-  rmSync(dir, { recursive: true, force: true });
-});
+interface Dialect {
+  name: 'sqlite' | 'postgres';
+  /** Where a new, empty registry lives; every call of open() on it opens another connection (another server). */
+  fresh(dir: string): Promise<OpenDbOptions>;
+}
+
+const dialects: Dialect[] = [
+  { name: 'sqlite', fresh: async (dir) => ({ file: join(dir, 'grove.db') }) },
+  {
+    name: 'postgres',
+    fresh: async () => {
+      if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
+      return { url: await cluster.createDatabase('store') };
+    },
+  },
+];
 
 const values = (name: string) => ({ slug: `p~${name}`, project: 'p', name, isDefault: false, branch: `grove/${name}`, baseRef: 'main' });
-const reserve = (name: string, cap: number, queue = false) => store.reserveNew(values(name), cap, { queue });
-const line = () => [...store.queuePositions()].map(([id, pos]) => [store.byId(id)?.name, pos]);
 
-describe('Store: the line', () => {
-  it('queues only when no slot is free, at the end of the line, and only with queue', () => {
-    expect(reserve('a', 1, true)).toMatchObject({ position: null, row: { state: 'creating', queueSeq: null } });
-    expect(() => reserve('b', 1)).toThrow(expect.objectContaining({ code: 'capacity_reached' }) as Error);
-    expect(reserve('b', 1, true)).toMatchObject({ position: 1, row: { state: 'queued' }, capacity: { running: 0, creating: 1, cap: 1, queued: 1 } });
-    expect(reserve('c', 1, true)).toMatchObject({ position: 2 });
-    // A queued row holds its slug.
-    expect(() => reserve('c', 1, true)).toThrow(expect.objectContaining({ code: 'workspace_exists' }) as Error);
-    expect(line()).toEqual([
-      ['b', 1],
-      ['c', 2],
-    ]);
+describe.each(dialects)('registry on $name', ({ name: dialect, fresh }) => {
+  let dir: string;
+  let where: OpenDbOptions;
+  let store: Registry;
+  const opened: Registry[] = [];
+  const open = async (): Promise<Registry> => {
+    const r = await openRegistry(where);
+    opened.push(r);
+    return r;
+  };
+
+  beforeEach(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'grove-store-'));
+    where = await fresh(dir);
+    store = await open();
+    await store.ensureProject({ name: 'p', source: '/src', defaultBranch: 'main', createdAt: new Date().toISOString() });
+  });
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((r) => r.close()));
+    rmSync(dir, { recursive: true, force: true });
   });
 
-  it('promotes first in line first, never past the cap', () => {
-    const a = reserve('a', 1).row;
-    reserve('b', 1, true);
-    reserve('c', 1, true);
-    expect(store.promoteNext(1)).toBeUndefined(); // a still holds the slot
-    store.update(a.id, { state: 'stopped' });
-    const first = store.promoteNext(1);
-    expect(first).toMatchObject({ row: { name: 'b', state: 'creating', queueSeq: null }, capacity: { creating: 1, queued: 1 } });
-    expect(store.promoteNext(1)).toBeUndefined();
-    expect(line()).toEqual([['c', 1]]);
-    // With room for more than the line holds, each waiting row is promoted once.
-    expect(store.promoteNext(3)?.row.name).toBe('c');
-    expect(store.promoteNext(3)).toBeUndefined();
+  const reserve = (name: string, cap: number, queue = false, on: Registry = store) => on.reserveNew(values(name), cap, { queue });
+  const line = async () => {
+    const out = [];
+    for (const [id, pos] of await store.queuePositions()) out.push([(await store.byId(id))?.name, pos]);
+    return out;
+  };
+
+  it('is the dialect asked for', () => {
+    expect(store.dialect).toBe(dialect);
   });
 
-  it('a slot is not free while others wait: no fork or reopen jumps the line', () => {
-    const a = reserve('a', 2).row;
-    store.update(a.id, { state: 'running' });
-    const b = reserve('b', 2).row;
-    store.update(b.id, { state: 'running' });
-    reserve('c', 2, true);
-    store.update(b.id, { state: 'stopped' });
-    const c = store.capacity(2);
-    expect(c).toEqual({ running: 1, creating: 0, cap: 2, queued: 1 });
-    expect(slotFree(c)).toBe(false);
-    expect(() => reserve('d', 2)).toThrow(expect.objectContaining({ code: 'capacity_reached', details: expect.objectContaining({ queued: 1 }) }) as Error);
-    expect(() => store.reserveStart(b.id, 2)).toThrow(expect.objectContaining({ code: 'capacity_reached' }) as Error);
-    expect(capacityError(c).message).toContain('1 workspace waits in line');
+  describe('the line', () => {
+    it('queues only when no slot is free, at the end of the line, and only with queue', async () => {
+      expect(await reserve('a', 1, true)).toMatchObject({ position: null, row: { state: 'creating', queueSeq: null } });
+      await expect(reserve('b', 1)).rejects.toMatchObject({ code: 'capacity_reached' });
+      expect(await reserve('b', 1, true)).toMatchObject({ position: 1, row: { state: 'queued' }, capacity: { running: 0, creating: 1, cap: 1, queued: 1 } });
+      expect(await reserve('c', 1, true)).toMatchObject({ position: 2 });
+      // A queued row holds its slug.
+      await expect(reserve('c', 1, true)).rejects.toMatchObject({ code: 'workspace_exists' });
+      expect(await line()).toEqual([
+        ['b', 1],
+        ['c', 2],
+      ]);
+    });
+
+    it('promotes first in line first, never past the cap', async () => {
+      const a = (await reserve('a', 1)).row;
+      await reserve('b', 1, true);
+      await reserve('c', 1, true);
+      expect(await store.promoteNext(1)).toBeUndefined(); // a still holds the slot
+      await store.update(a.id, { state: 'stopped' });
+      expect(await store.promoteNext(1)).toMatchObject({ row: { name: 'b', state: 'creating', queueSeq: null }, capacity: { creating: 1, queued: 1 } });
+      expect(await store.promoteNext(1)).toBeUndefined();
+      expect(await line()).toEqual([['c', 1]]);
+      // With room for more than the line holds, each waiting row is promoted once.
+      expect((await store.promoteNext(3))?.row.name).toBe('c');
+      expect(await store.promoteNext(3)).toBeUndefined();
+    });
+
+    it('a slot is not free while others wait: no fork or reopen jumps the line', async () => {
+      const a = (await reserve('a', 2)).row;
+      await store.update(a.id, { state: 'running' });
+      const b = (await reserve('b', 2)).row;
+      await store.update(b.id, { state: 'running' });
+      await reserve('c', 2, true);
+      await store.update(b.id, { state: 'stopped' });
+      const c = await store.capacity(2);
+      expect(c).toEqual({ running: 1, creating: 0, cap: 2, queued: 1 });
+      expect(slotFree(c)).toBe(false);
+      await expect(reserve('d', 2)).rejects.toMatchObject({ code: 'capacity_reached', details: expect.objectContaining({ queued: 1 }) });
+      await expect(store.reserveStart(b.id, 2)).rejects.toMatchObject({ code: 'capacity_reached' });
+      expect(capacityError(c).message).toContain('1 workspace waits in line');
+    });
+
+    it('keeps the order when one leaves, and continues numbering after the last in line', async () => {
+      await reserve('a', 1);
+      const b = (await reserve('b', 1, true)).row;
+      await reserve('c', 1, true);
+      await store.update(b.id, { state: 'gone', queueSeq: null }, 'queued');
+      expect(await line()).toEqual([['c', 1]]);
+      expect((await reserve('d', 1, true)).position).toBe(2);
+      expect(toWorkspace((await store.live('p~d')) ?? b, 2).queuePosition).toBe(2);
+      expect(toWorkspace((await store.live('p~a')) ?? b, 2).queuePosition).toBeNull();
+    });
+
+    it('reopens and queues a stopped workspace only from stopped', async () => {
+      const a = (await reserve('a', 1)).row;
+      await expect(store.reserveStart(a.id, 1)).rejects.toMatchObject({ code: 'invalid_state' });
+      await store.update(a.id, { state: 'stopped' });
+      const b = (await reserve('b', 1)).row;
+      expect(await store.queueStart(a.id, 1)).toMatchObject({ position: 1, row: { state: 'queued' } });
+      await store.update(b.id, { state: 'stopped' });
+      expect(await store.promoteNext(1)).toMatchObject({ row: { name: 'a', state: 'creating' } });
+      expect(await store.queueStart(b.id, 2)).toBeUndefined(); // a slot is free: reopen it now instead
+      expect(await store.reserveStart(b.id, 2)).toMatchObject({ row: { name: 'b', state: 'creating', failureReason: null }, capacity: { creating: 2 } });
+    });
   });
 
-  it('keeps the order when one leaves, and continues numbering after the last in line', () => {
-    reserve('a', 1);
-    const b = reserve('b', 1, true).row;
-    reserve('c', 1, true);
-    store.update(b.id, { state: 'gone', queueSeq: null }, 'queued');
-    expect(line()).toEqual([['c', 1]]);
-    expect(reserve('d', 1, true).position).toBe(2);
-    expect(toWorkspace(store.live('p~d') ?? b, 2).queuePosition).toBe(2);
-    expect(toWorkspace(store.live('p~a') ?? b, 2).queuePosition).toBeNull();
+  describe('rows and events', () => {
+    it('reads rows, the listing and events back as written', async () => {
+      const a = (await reserve('a', 2)).row;
+      await reserve('b', 2);
+      expect(await store.update(a.id, { state: 'running', egressPolicy: { rules: [{ host: 'x.example', ports: [443] }] }, keepCheckoutOnClose: true }, 'creating')).toMatchObject({
+        state: 'running',
+        egressPolicy: { rules: [{ host: 'x.example', ports: [443] }] },
+        keepCheckoutOnClose: true,
+        isDefault: false,
+      });
+      expect(await store.update(a.id, { state: 'stopped' }, 'creating')).toBeUndefined();
+      await store.touch(a.id, '2030-01-01T00:00:00.000Z');
+      expect((await store.byId(a.id))?.lastActivityAt).toBe('2030-01-01T00:00:00.000Z');
+      expect((await store.route('p~a'))?.state).toBe('running');
+      const listing = await store.listing({ project: 'p' }, 2);
+      expect(listing.rows.map((r) => r.name)).toEqual(['a', 'b']);
+      expect(listing.capacity).toEqual({ running: 1, creating: 1, cap: 2, queued: 0 });
+      expect(await store.rows({ states: ['creating'] })).toHaveLength(1);
+      expect((await store.latest('p~a'))?.id).toBe(a.id);
+
+      const first = await store.addEvent('p~a', 'workspace.reserved', { workspaceId: a.id, n: 1 });
+      // Fired together, stored in call order.
+      const burst = await Promise.all([1, 2, 3, 4, 5].map((n) => store.addEvent('p~a', 'workspace.prepared', { workspaceId: n === 5 ? a.id : 99, n })));
+      expect(burst.map((e) => e.id)).toEqual([...burst.map((e) => e.id)].sort((x, y) => x - y));
+      expect(burst[0]?.id).toBeGreaterThan(first.id);
+      expect((await store.events({ slug: 'p~a' })).map((e) => e.data.n)).toEqual([1, 1, 2, 3, 4, 5]);
+      expect(await store.events({ slug: 'p~a', after: first.id, type: 'workspace.prepared', limit: 2 })).toHaveLength(2);
+      expect((await store.recentEvents('p~a', ['workspace.prepared'], 2)).map((e) => e.data.n)).toEqual([5, 4]);
+      expect((await store.lastEventFor('p~a', 'workspace.prepared', a.id))?.data).toEqual({ workspaceId: a.id, n: 5 });
+      expect(await store.lastEventFor('p~a', 'workspace.registered', a.id)).toBeUndefined();
+      expect((await store.projects()).map((p) => p.name)).toEqual(['p']);
+      expect((await store.ensureProject({ name: 'p', source: '/other', defaultBranch: 'x', createdAt: 'y' })).source).toBe('/src');
+    });
+  });
+
+  // Two servers on one database: each its own connection (SQLite) or pool (PostgreSQL).
+  describe('two registries sharing one database', () => {
+    it('never take more than the cap between them', async () => {
+      const other = await open();
+      const cap = 5;
+      const tries = Array.from({ length: 24 }, (_, i) => reserve(`w${i}`, cap, false, i % 2 ? other : store));
+      const results = await Promise.allSettled(tries);
+      const won = results.filter((r) => r.status === 'fulfilled');
+      const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(won).toHaveLength(cap);
+      expect(refused.map((r) => (r.reason as { code?: string }).code)).toEqual(Array(24 - cap).fill('capacity_reached'));
+      expect(await other.capacity(cap)).toEqual({ running: 0, creating: cap, cap, queued: 0 });
+    });
+
+    it('queue in one line between them and promote each waiting row once', async () => {
+      const other = await open();
+      const tries = Array.from({ length: 12 }, (_, i) => reserve(`w${i}`, 2, true, i % 2 ? other : store));
+      const results = await Promise.all(tries);
+      expect(results.filter((r) => r.position === null)).toHaveLength(2);
+      expect(results.map((r) => r.position).filter((p) => p !== null).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      // Every slot frees; both servers promote at once: the cap still holds and nobody is promoted twice.
+      for (const r of results.filter((x) => x.position === null)) await store.update(r.row.id, { state: 'gone' });
+      const promoted = (await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? other : store).promoteNext(2)))).filter((p) => p !== undefined);
+      expect(promoted).toHaveLength(2);
+      expect(new Set(promoted.map((p) => p.row.id)).size).toBe(2);
+      expect(await store.capacity(2)).toEqual({ running: 0, creating: 2, cap: 2, queued: 8 });
+    });
+
+    it('create one slug once: exactly one wins, the others get workspace_exists', async () => {
+      const other = await open();
+      const results = await Promise.allSettled(Array.from({ length: 10 }, (_, i) => reserve('same', 8, true, i % 2 ? other : store)));
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'workspace_exists' });
+      expect(await store.rows()).toHaveLength(1);
+    });
+
+    it('reopen one stopped workspace once', async () => {
+      const other = await open();
+      const a = (await reserve('a', 4)).row;
+      await store.update(a.id, { state: 'stopped' });
+      const results = await Promise.allSettled(Array.from({ length: 6 }, (_, i) => (i % 2 ? other : store).reserveStart(a.id, 4)));
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'invalid_state' });
+    });
+  });
+});
+
+describe('isUniqueViolation', () => {
+  it('knows both dialects, bare or wrapped by drizzle', () => {
+    expect(isUniqueViolation({ code: 'SQLITE_CONSTRAINT_UNIQUE' })).toBe(true);
+    expect(isUniqueViolation({ code: '23505' })).toBe(true);
+    expect(isUniqueViolation(new Error('Failed query', { cause: { code: '23505' } }))).toBe(true);
+    expect(isUniqueViolation({ code: '23503' })).toBe(false);
+    expect(isUniqueViolation(null)).toBe(false);
   });
 });

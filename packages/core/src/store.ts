@@ -1,81 +1,45 @@
-import { GroveError } from '@grove/contracts';
-import type { Capacity, GroveEvent, Workspace } from '@grove/contracts';
-import { events, projects, workspaces } from '@grove/db';
-import type { Db, EventRow, NewWorkspaceRow, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
+/**
+ * The registry over SQLite (the embedded default) and the factory that opens either dialect. better-sqlite3 is
+ * synchronous: every method runs to completion when it is called (the Promise only wraps the answer), and the
+ * atomic ones are BEGIN IMMEDIATE transactions, so they are atomic across processes sharing the file too.
+ */
+import { events, openDb, projects, workspaces } from '@grove/db';
+import type { Db, OpenDbOptions, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
+import type { Capacity, GroveEvent } from '@grove/contracts';
 import { and, asc, count, desc, eq, gt, inArray, max, sql } from 'drizzle-orm';
-
-/** Registry queries over the db handle. Synchronous (better-sqlite3), so each call is atomic in-process. */
-
-export const LIVE_STATES = ['queued', 'creating', 'running', 'stopped', 'tearing-down'] as const satisfies readonly WorkspaceStateValue[];
-/** States that occupy a sandbox slot. */
-const SLOT_STATES = ['creating', 'running'] as const satisfies readonly WorkspaceStateValue[];
-/** What capacity() counts: the slot holders and the line. */
-const COUNTED_STATES = [...SLOT_STATES, 'queued'] as const satisfies readonly WorkspaceStateValue[];
+import {
+  COUNTED_STATES,
+  LIVE_STATES,
+  capacityError,
+  capacityOf,
+  existsError,
+  isUniqueViolation,
+  notStopped,
+  nowIso,
+  slotFree,
+  toEvent,
+} from './registry.ts';
+import type { EventQuery, NewWorkspace, Registry, WorkspacePatch } from './registry.ts';
+import { PgStore } from './store-pg.ts';
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 type Q = Db | Tx;
 
-export function nowIso(): string {
-  return new Date().toISOString();
-}
-
-/** queuePosition: the row's 1-based place in the line when it is queued (see Store.queuePositions). */
-export function toWorkspace(r: WorkspaceRow, queuePosition: number | null = null): Workspace {
-  // Host paths (worktree_path, container_id) stay inside core.
-  return {
-    slug: r.slug,
-    project: r.project,
-    name: r.name,
-    isDefault: r.isDefault,
-    branch: r.branch,
-    baseRef: r.baseRef,
-    state: r.state,
-    failureReason: r.failureReason,
-    agentSessionId: r.agentSessionId,
-    createdAt: r.createdAt,
-    updatedAt: r.updatedAt,
-    lastActivityAt: r.lastActivityAt,
-    queuePosition: r.state === 'queued' ? queuePosition : null,
-    pullRequest: r.prUrl && r.prNumber && r.prState ? { url: r.prUrl, number: r.prNumber, state: r.prState } : null,
-    cleanupHeld: r.cleanupHeld,
-    keepCheckoutOnClose: r.keepCheckoutOnClose,
-  };
-}
-
-export function toEvent(r: EventRow): GroveEvent {
-  return { id: r.id, slug: r.slug, type: r.type, data: r.data, at: r.at };
-}
-
-function isUniqueViolation(e: unknown): boolean {
-  return (e as { code?: string } | null)?.code === 'SQLITE_CONSTRAINT_UNIQUE';
-}
-
-export function capacityError(c: Capacity): GroveError {
-  const line = c.queued > 0 ? `; ${c.queued} ${c.queued === 1 ? 'workspace waits' : 'workspaces wait'} in line for a slot` : '';
-  const why = c.running + c.creating >= c.cap ? `all ${c.cap} sandbox slots are in use (${c.running} running, ${c.creating} starting)` : `a slot is about to go to the first in line`;
-  return new GroveError('capacity_reached', `${why}${line}; stop or tear down a workspace first, or fork with queue: true to wait in line`, {
-    details: { running: c.running, creating: c.creating, cap: c.cap, queued: c.queued },
-  });
-}
-
-/**
- * Whether a new fork or a reopen may take a slot now: one is free and nobody waits in line (a caller
- * never jumps the line; the first in line gets the next free slot through promoteNext).
- */
-export function slotFree(c: Capacity): boolean {
-  return c.running + c.creating < c.cap && c.queued === 0;
+/** Open the registry DATABASE_URL names, else the SQLite file; migrations are applied. */
+export async function openRegistry(opts: OpenDbOptions): Promise<Registry> {
+  const handle = await openDb(opts);
+  return handle.dialect === 'postgres' ? new PgStore(handle) : new SqliteStore(handle.db, handle.close);
 }
 
 /** The row of a workspace that must be stopped to be reopened (or put in line to reopen); invalid_state otherwise. */
 function stoppedRow(tx: Tx, id: number): WorkspaceRow {
   const cur = tx.select().from(workspaces).where(eq(workspaces.id, id)).get();
-  if (!cur || cur.state !== 'stopped') {
-    throw new GroveError('invalid_state', `workspace is ${cur?.state ?? 'gone'}, not stopped`, { details: { state: cur?.state ?? null } });
-  }
+  if (!cur || cur.state !== 'stopped') throw notStopped(cur);
   return cur;
 }
 
-export class Store {
+export class SqliteStore implements Registry {
+  readonly dialect = 'sqlite';
   /**
    * The queries on the proxy's hot path, compiled once: building a drizzle query and preparing a new
    * SQLite statement on every proxied request cost about three quarters of the proxy's CPU
@@ -83,7 +47,10 @@ export class Store {
    */
   private readonly stmt;
 
-  constructor(private readonly db: Db) {
+  constructor(
+    private readonly db: Db,
+    private readonly closeDb: () => Promise<void> = async () => undefined,
+  ) {
     this.stmt = {
       live: db
         .select()
@@ -100,37 +67,44 @@ export class Store {
     };
   }
 
-  project(name: string): ProjectRow | undefined {
+  async project(name: string): Promise<ProjectRow | undefined> {
     return this.db.select().from(projects).where(eq(projects.name, name)).get();
   }
 
-  projects(): ProjectRow[] {
+  async projects(): Promise<ProjectRow[]> {
     return this.db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name)).all();
   }
 
-  /** Insert the project unless it exists; returns the stored row. */
-  ensureProject(row: ProjectRow): ProjectRow {
+  async ensureProject(row: ProjectRow): Promise<ProjectRow> {
     this.db.insert(projects).values(row).onConflictDoNothing().run();
-    return this.project(row.name) ?? row;
+    return this.db.select().from(projects).where(eq(projects.name, row.name)).get() ?? row;
   }
 
-  live(slug: string): WorkspaceRow | undefined {
+  async live(slug: string): Promise<WorkspaceRow | undefined> {
     return this.stmt.live.get({ slug });
   }
 
-  latest(slug: string): WorkspaceRow | undefined {
+  async route(slug: string): Promise<WorkspaceRow | undefined> {
+    return this.stmt.live.get({ slug });
+  }
+
+  async latest(slug: string): Promise<WorkspaceRow | undefined> {
     return this.stmt.latest.get({ slug });
   }
 
-  byId(id: number): WorkspaceRow | undefined {
+  async byId(id: number): Promise<WorkspaceRow | undefined> {
     return this.stmt.byId.get({ id });
   }
 
-  rows(filter: { project?: string; states?: readonly WorkspaceStateValue[] } = {}): WorkspaceRow[] {
+  async rows(filter: { project?: string; states?: readonly WorkspaceStateValue[] } = {}): Promise<WorkspaceRow[]> {
+    return this.rowsOf(this.db, filter);
+  }
+
+  private rowsOf(q: Q, filter: { project?: string; states?: readonly WorkspaceStateValue[] }): WorkspaceRow[] {
     const conds = [];
     if (filter.project) conds.push(eq(workspaces.project, filter.project));
     if (filter.states) conds.push(inArray(workspaces.state, [...filter.states]));
-    return this.db
+    return q
       .select()
       .from(workspaces)
       .where(conds.length ? and(...conds) : undefined)
@@ -138,38 +112,49 @@ export class Store {
       .all();
   }
 
-  capacity(cap: number, q: Q = this.db): Capacity {
+  async listing(filter: { project?: string }, cap: number): Promise<{ rows: WorkspaceRow[]; positions: Map<number, number>; capacity: Capacity }> {
+    // Synchronous: no other write of this process can come between the three reads.
+    return { rows: this.rowsOf(this.db, filter), positions: this.positionsOf(this.db), capacity: this.capacityIn(this.db, cap) };
+  }
+
+  async capacity(cap: number): Promise<Capacity> {
+    return this.capacityIn(this.db, cap);
+  }
+
+  private capacityIn(q: Q, cap: number): Capacity {
     const rows = q
       .select({ state: workspaces.state, n: count() })
       .from(workspaces)
       .where(inArray(workspaces.state, [...COUNTED_STATES]))
       .groupBy(workspaces.state)
       .all();
-    const of = (s: WorkspaceStateValue): number => rows.find((r) => r.state === s)?.n ?? 0;
-    return { running: of('running'), creating: of('creating'), cap, queued: of('queued') };
+    return capacityOf(rows, cap);
   }
 
   /** The line for a slot, first in line first. */
-  queue(q: Q = this.db): WorkspaceRow[] {
+  private queueOf(q: Q): WorkspaceRow[] {
     return q.select().from(workspaces).where(eq(workspaces.state, 'queued')).orderBy(asc(workspaces.queueSeq), asc(workspaces.id)).all();
   }
 
-  /** Row id -> 1-based place in the line, for every queued row. */
-  queuePositions(q: Q = this.db): Map<number, number> {
-    return new Map(this.queue(q).map((r, i) => [r.id, i + 1]));
+  private positionsOf(q: Q): Map<number, number> {
+    return new Map(this.queueOf(q).map((r, i) => [r.id, i + 1]));
   }
 
-  /**
-   * Give a free slot to the first in line, in one BEGIN IMMEDIATE transaction: queued -> creating when
-   * running + creating < cap. Undefined when no slot is free or nobody waits. Synchronous and atomic, so two
-   * frees (in this process or another) never promote the same row twice nor exceed the cap.
-   */
-  promoteNext(cap: number): { row: WorkspaceRow; capacity: Capacity } | undefined {
+  async queuePositions(): Promise<Map<number, number>> {
+    return this.positionsOf(this.db);
+  }
+
+  private nextSeq(tx: Tx): number {
+    const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
+    return (last?.seq ?? 0) + 1;
+  }
+
+  async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity } | undefined> {
     return this.db.transaction(
       (tx) => {
-        const c = this.capacity(cap, tx);
+        const c = this.capacityIn(tx, cap);
         if (c.running + c.creating >= cap || c.queued === 0) return undefined;
-        const [first] = this.queue(tx);
+        const [first] = this.queueOf(tx);
         if (!first) return undefined;
         const row = tx
           .update(workspaces)
@@ -184,31 +169,19 @@ export class Store {
     );
   }
 
-  /**
-   * Reserve a slot for a new workspace in one BEGIN IMMEDIATE transaction: a live row with the slug ->
-   * workspace_exists; no free slot (see slotFree) -> capacity_reached, or with `queue` the row is inserted
-   * as queued at the end of the line (position is its 1-based place); else the row is inserted as creating.
-   */
-  reserveNew(
-    values: Omit<NewWorkspaceRow, 'state' | 'createdAt' | 'updatedAt' | 'queueSeq'>,
-    cap: number,
-    opts: { queue?: boolean } = {},
-  ): { row: WorkspaceRow; capacity: Capacity; position: number | null } {
+  async reserveNew(values: NewWorkspace, cap: number, opts: { queue?: boolean } = {}): Promise<{ row: WorkspaceRow; capacity: Capacity; position: number | null }> {
     try {
       return this.db.transaction(
         (tx) => {
-          if (this.live(values.slug)) {
-            throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
-          }
-          const c = this.capacity(cap, tx);
+          if (this.stmt.live.get({ slug: values.slug })) throw existsError(values.slug);
+          const c = this.capacityIn(tx, cap);
           const at = nowIso();
           if (!slotFree(c)) {
             if (!opts.queue) throw capacityError(c);
             // The check and the insert share the transaction: no fork slips between "full" and "in line".
-            const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
             const row = tx
               .insert(workspaces)
-              .values({ ...values, state: 'queued', queueSeq: (last?.seq ?? 0) + 1, createdAt: at, updatedAt: at })
+              .values({ ...values, state: 'queued', queueSeq: this.nextSeq(tx), createdAt: at, updatedAt: at })
               .returning()
               .get();
             return { row, capacity: { ...c, queued: c.queued + 1 }, position: c.queued + 1 };
@@ -224,17 +197,16 @@ export class Store {
       );
     } catch (e) {
       // Another process inserted the same live slug between our check and insert.
-      if (isUniqueViolation(e)) throw new GroveError('workspace_exists', `workspace "${values.slug}" already exists`, { details: { slug: values.slug } });
+      if (isUniqueViolation(e)) throw existsError(values.slug);
       throw e;
     }
   }
 
-  /** Reserve a slot to reopen a stopped workspace: stopped -> creating under the same cap check. */
-  reserveStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity } {
+  async reserveStart(id: number, cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity }> {
     return this.db.transaction(
       (tx) => {
         stoppedRow(tx, id);
-        const c = this.capacity(cap, tx);
+        const c = this.capacityIn(tx, cap);
         if (!slotFree(c)) throw capacityError(c);
         const row = tx
           .update(workspaces)
@@ -248,20 +220,15 @@ export class Store {
     );
   }
 
-  /**
-   * Put a stopped workspace in line to reopen, in one BEGIN IMMEDIATE transaction with the slot check:
-   * undefined when a slot is free (reopen it now with reserveStart), else stopped -> queued at the end.
-   */
-  queueStart(id: number, cap: number): { row: WorkspaceRow; capacity: Capacity; position: number } | undefined {
+  async queueStart(id: number, cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; position: number } | undefined> {
     return this.db.transaction(
       (tx) => {
         stoppedRow(tx, id);
-        const c = this.capacity(cap, tx);
+        const c = this.capacityIn(tx, cap);
         if (slotFree(c)) return undefined;
-        const last = tx.select({ seq: max(workspaces.queueSeq) }).from(workspaces).where(eq(workspaces.state, 'queued')).get();
         const row = tx
           .update(workspaces)
-          .set({ state: 'queued', queueSeq: (last?.seq ?? 0) + 1, updatedAt: nowIso() })
+          .set({ state: 'queued', queueSeq: this.nextSeq(tx), updatedAt: nowIso() })
           .where(eq(workspaces.id, id))
           .returning()
           .get();
@@ -271,8 +238,7 @@ export class Store {
     );
   }
 
-  /** Update a row; with `from`, only when it is still in that state (returns undefined otherwise). */
-  update(id: number, patch: Partial<Omit<NewWorkspaceRow, 'id'>>, from?: WorkspaceStateValue): WorkspaceRow | undefined {
+  async update(id: number, patch: WorkspacePatch, from?: WorkspaceStateValue): Promise<WorkspaceRow | undefined> {
     const where = from ? and(eq(workspaces.id, id), eq(workspaces.state, from)) : eq(workspaces.id, id);
     return this.db
       .update(workspaces)
@@ -282,17 +248,17 @@ export class Store {
       .get();
   }
 
-  /** Activity is not a state change: leave updated_at alone. */
-  touch(id: number, at: string): void {
+  async touch(id: number, at: string): Promise<void> {
     this.stmt.touch.run({ id, at });
   }
 
-  addEvent(slug: string, type: string, data: Record<string, unknown>): GroveEvent {
+  async addEvent(slug: string, type: string, data: Record<string, unknown>): Promise<GroveEvent> {
+    // Inserted before this returns (synchronous driver), so events are numbered in call order.
     const row = this.db.insert(events).values({ slug, type, data, at: nowIso() }).returning().get();
     return toEvent(row);
   }
 
-  events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): GroveEvent[] {
+  async events(query: EventQuery = {}): Promise<GroveEvent[]> {
     const conds = [];
     if (query.slug) conds.push(eq(events.slug, query.slug));
     if (query.after !== undefined) conds.push(gt(events.id, query.after));
@@ -308,8 +274,7 @@ export class Store {
       .map(toEvent);
   }
 
-  /** The newest events of these types for a slug, newest first. */
-  recentEvents(slug: string, types: readonly string[], limit: number): GroveEvent[] {
+  async recentEvents(slug: string, types: readonly string[], limit: number): Promise<GroveEvent[]> {
     return this.db
       .select()
       .from(events)
@@ -320,8 +285,7 @@ export class Store {
       .map(toEvent);
   }
 
-  /** The newest event of a type for one workspace row (events carry workspaceId in their data). */
-  lastEventFor(slug: string, type: string, workspaceId: number): GroveEvent | undefined {
+  async lastEventFor(slug: string, type: string, workspaceId: number): Promise<GroveEvent | undefined> {
     const rows = this.db
       .select()
       .from(events)
@@ -330,5 +294,9 @@ export class Store {
       .all();
     const hit = rows.find((r) => r.data.workspaceId === workspaceId);
     return hit ? toEvent(hit) : undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.closeDb();
   }
 }

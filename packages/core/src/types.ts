@@ -11,6 +11,11 @@ import type { WatchResult } from './git-flow.ts';
 export interface GroveOptions {
   /** State root (GROVE_HOME). Created if missing. */
   home: string;
+  /**
+   * A PostgreSQL registry (DATABASE_URL, postgres://…) that several servers may share; absent: SQLite at
+   * <home>/grove.db. Slot reservations are atomic across every server using it.
+   */
+  databaseUrl?: string | null;
   driver: SandboxDriver;
   /** Sandbox image tag, e.g. grove-sandbox:latest. */
   image: string;
