@@ -44,3 +44,29 @@ describe('the preview listener settings', () => {
     expect(loadEnv({ GROVE_PREVIEW_URL: 'https://preview.example:8443/' }).GROVE_PREVIEW_URL).toBe('https://preview.example:8443/');
   });
 });
+
+describe('DATABASE_URL', () => {
+  const url = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { DATABASE_URL: v }) }).DATABASE_URL;
+
+  it('is optional: unset or empty means SQLite in GROVE_HOME', () => {
+    expect(url()).toBeUndefined();
+    expect(url('')).toBeUndefined();
+    expect(url('  ')).toBeUndefined();
+  });
+
+  it('takes postgres:// and postgresql:// URLs, a socket directory too', () => {
+    expect(url('postgres://grove:secret@db.internal:5432/grove')).toBe('postgres://grove:secret@db.internal:5432/grove');
+    expect(url('postgresql://grove@/grove?host=/run/postgresql')).toBe('postgresql://grove@/grove?host=/run/postgresql');
+  });
+
+  it('refuses anything else, naming the variable and never echoing the value', () => {
+    let message = '';
+    try {
+      url('mysql://root:hunter2@db/grove');
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toMatch(/DATABASE_URL: DATABASE_URL must be a postgres:\/\//);
+    expect(message).not.toContain('hunter2');
+  });
+});

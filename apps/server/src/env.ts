@@ -35,6 +35,19 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 
 export const envSchema = z.object({
   GROVE_HOME: z.string().min(1).default(path.join(os.homedir(), '.grove')),
+  /**
+   * The registry in PostgreSQL (postgres://user:pass@host:5432/db, or a socket dir as ?host=/run/postgresql) instead
+   * of SQLite at <GROVE_HOME>/grove.db: several servers sharing it never exceed GROVE_MAX_RUNNING between them.
+   */
+  DATABASE_URL: z.preprocess(
+    // Set but empty counts as unset, as a shell's `DATABASE_URL= grove up` means.
+    (v) => (typeof v === 'string' && v.trim() === '' ? undefined : v),
+    z
+      .string()
+      .trim()
+      .regex(/^postgres(ql)?:\/\/\S+$/, { error: 'DATABASE_URL must be a postgres:// or postgresql:// URL (unset: SQLite in GROVE_HOME)' })
+      .optional(),
+  ),
   GROVE_PORT: z.coerce.number().int().min(0).max(65535).default(4300),
   GROVE_HOST: z.string().min(1).default('127.0.0.1'),
   /**

@@ -40,6 +40,7 @@ async function main(): Promise<void> {
 
   const grove = await createGrove({
     home: env.GROVE_HOME,
+    databaseUrl: env.DATABASE_URL ?? null,
     driver,
     image: env.GROVE_IMAGE,
     maxRunning: env.GROVE_MAX_RUNNING,
@@ -64,7 +65,7 @@ async function main(): Promise<void> {
   });
   const port = await front.listen(env.GROVE_PORT, env.GROVE_HOST);
   const shown = env.GROVE_HOST === '0.0.0.0' || env.GROVE_HOST === '127.0.0.1' ? 'localhost' : env.GROVE_HOST;
-  logger.info({ port, previewPort, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING }, 'grove.listening');
+  logger.info({ port, previewPort, home: env.GROVE_HOME, cap: env.GROVE_MAX_RUNNING, registry: env.DATABASE_URL ? 'postgres' : 'sqlite' }, 'grove.listening');
 
   if (demoSource) {
     // The default workspace starts after the server listens, so the dashboard can show its progress.
