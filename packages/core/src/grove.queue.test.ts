@@ -1,12 +1,15 @@
-// The line for a sandbox slot and idle auto-stop: real git repos, a real SQLite file and real sockets, with the
-// in-memory sandbox driver (the same flow against real Docker and a real server: e2e/queue.test.ts).
+// The line for a sandbox slot and idle auto-stop: real git repos, a real registry (SQLite, and the line again on
+// PostgreSQL, where two servers share it) and real sockets, with the in-memory sandbox driver (the same flow against
+// real Docker and a real server: e2e/queue.test.ts).
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { forkRequestSchema, workspaceSchema } from '@grove/contracts';
 import type { GroveEvent, Workspace } from '@grove/contracts';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startTestPostgres } from '@grove/db';
+import type { TestPostgres } from '@grove/db';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
@@ -17,8 +20,24 @@ let home: string;
 let source: string;
 let driver: FakeDriver;
 const groves: Grove[] = [];
+let cluster: TestPostgres | undefined;
+/** Set per test by the PostgreSQL runs; null: SQLite in the home. */
+let databaseUrl: string | null = null;
+
+beforeAll(async () => {
+  cluster = await startTestPostgres();
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
+
+async function usePostgres(): Promise<void> {
+  if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
+  databaseUrl = await cluster.createDatabase('queue');
+}
 
 beforeEach(() => {
+  databaseUrl = null;
   tmp = mkdtempSync(join(tmpdir(), 'grove-queue-'));
   home = join(tmp, 'home');
   source = makeSourceRepo(join(tmp, 'src'));
@@ -39,6 +58,7 @@ async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
     logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
     healthTimeoutMs: 1_500,
     gitLockTimeoutMs: 5_000,
+    databaseUrl,
     ...over,
   });
   groves.push(g);
@@ -64,7 +84,11 @@ const state = async (g: Grove, slug: string): Promise<Workspace['state']> => (aw
 const positions = async (g: Grove): Promise<Record<string, number | null>> =>
   Object.fromEntries((await g.list()).workspaces.filter((w) => w.state === 'queued').map((w) => [w.name, w.queuePosition]));
 
-describe('queue', () => {
+describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) => {
+  beforeEach(async () => {
+    if (dialect === 'postgres') await usePostgres();
+  });
+
   it('cap 1: queued forks start one after another in order as slots free; a cancelled one never starts', async () => {
     const g = await withProject();
     const seen: GroveEvent[] = [];
@@ -194,6 +218,28 @@ describe('queue', () => {
     driver.behave.down = false;
     await g.reconcile();
     await until(async () => (await state(g, 'demo~b')) === 'running');
+  });
+});
+
+describe('two servers on one PostgreSQL registry', () => {
+  beforeEach(usePostgres);
+
+  it('never exceed the cap between them and create one name once', async () => {
+    const a = await withProject({ maxRunning: 3 });
+    // The second server shares the home, the engine and the database (two processes on one host).
+    const b = await open({ maxRunning: 3 });
+    await b.addProject({ name: 'demo', source, createDefault: false });
+    const forks = ['w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7'].map((name, i) => (i % 2 ? b : a).fork({ project: 'demo', name }));
+    const results = await Promise.allSettled(forks);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
+    for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'capacity_reached' });
+    expect(await b.capacity()).toMatchObject({ running: 3, creating: 0, queued: 0 });
+
+    // One name asked of both at once, in line: one of them gets it.
+    const same = await Promise.allSettled([a.fork(queue('same')), b.fork(queue('same'))]);
+    expect(same.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(same.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'workspace_exists' } });
+    expect((await a.list()).workspaces.filter((w) => w.name === 'same')).toMatchObject([{ state: 'queued', queuePosition: 1 }]);
   });
 });
 
