@@ -2,8 +2,8 @@
 # Idempotent machine setup for Grove: npm dependencies, a running Docker engine, the sandbox image.
 # Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
 #   --no-install     skip `npm ci` (used by `npm test`'s pretest)
-#   --with-browser   also make sure Debian's chromium and openssh-server are there (the browser tests and the
-#                    ssh remote test need them)
+#   --with-browser   also make sure Debian's chromium, openssh-server and postgresql are there (the browser
+#                    tests, the ssh remote test and the PostgreSQL registry tests need them)
 # Works from a fresh clone, as root in CI without a TTY, and re-run any number of times.
 set -euo pipefail
 
@@ -150,6 +150,16 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
   say "installing openssh-server (apt-get)"
   apt-get update -qq </dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server </dev/null >/dev/null
+fi
+
+# 7. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
+#    on a Unix socket as an unprivileged user; Debian's packaged cluster is not used)
+has_initdb() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; }; }
+if [ "$BROWSER" = 1 ] && ! has_initdb; then
+  is_debian_root || die "the PostgreSQL registry tests need initdb and pg_ctl: install Debian's postgresql package"
+  say "installing postgresql (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql </dev/null >/dev/null
 fi
 
 say "done in $((SECONDS - START_S))s"
