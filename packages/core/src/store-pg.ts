@@ -32,6 +32,7 @@ type Q = PgDb | Tx;
 const SLOT_LOCK = sql`SELECT pg_advisory_xact_lock(${'7454127839443657072'}::bigint)`;
 /** How long the proxy may route on a cached row (Registry.route). */
 export const ROUTE_CACHE_MS = 1_000;
+const ROUTE_CACHE_MAX = 4_096;
 
 export class PgStore implements Registry {
   readonly dialect = 'postgres';
@@ -92,7 +93,8 @@ export class PgStore implements Registry {
     const hit = this.routes.get(slug);
     if (hit && now - hit.at < ROUTE_CACHE_MS) return hit.row;
     const row = await this.live(slug);
-    // Bounded by the number of slugs asked for; cleared on every write.
+    // Cleared on every write; bounded too, so requests for many unknown slugs cannot grow it without end.
+    if (this.routes.size >= ROUTE_CACHE_MAX) this.routes.clear();
     this.routes.set(slug, { row, at: now });
     return row;
   }

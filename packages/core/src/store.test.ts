@@ -173,6 +173,20 @@ describe.each(dialects)('registry on $name', ({ name: dialect, fresh }) => {
     });
   });
 
+  describe('route (the proxy reads it once per request)', () => {
+    it("sees this process's own state changes at once", async () => {
+      expect(await store.route('p~a')).toBeUndefined();
+      const a = (await reserve('a', 2)).row;
+      expect((await store.route('p~a'))?.state).toBe('creating');
+      await store.update(a.id, { state: 'running' });
+      expect((await store.route('p~a'))?.state).toBe('running');
+      await store.update(a.id, { state: 'stopped' }, 'running');
+      expect((await store.route('p~a'))?.state).toBe('stopped');
+      await store.update(a.id, { state: 'gone' });
+      expect(await store.route('p~a')).toBeUndefined();
+    });
+  });
+
   // Two servers on one database: each its own connection (SQLite) or pool (PostgreSQL).
   describe('two registries sharing one database', () => {
     it('never take more than the cap between them', async () => {
