@@ -1,4 +1,4 @@
-// Starts the real Grove server (real Docker, real git, real SQLite) in a child process for e2e tests.
+// Starts the real Grove server (real Docker, real git, real SQLite unless a test sets DATABASE_URL) in a child process for e2e tests.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -49,6 +49,8 @@ export async function startServer(opts: { home: string; env?: Record<string, str
       GROVE_MAX_RUNNING: '4',
       GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
       LOG_LEVEL: 'info',
+      // SQLite in the test's home unless the test names a database: a DATABASE_URL of the caller's shell never leaks in.
+      DATABASE_URL: '',
       ...opts.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
