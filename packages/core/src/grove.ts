@@ -842,12 +842,21 @@ class GroveImpl implements Grove {
       row = (await this.store.byId(row.id)) ?? row;
     }
     const t0 = Date.now();
-    const from = row.state;
-    // A failed row is history, not live: it is cleaned and dismissed without entering a live state again.
-    if (from !== 'tearing-down' && from !== 'failed') {
+    let from = row.state;
+    // A failed row is history, not live: it is cleaned and dismissed without entering a live state again. The state
+    // can move between the read above and this write (the line promotes without the slug's mutex; another server
+    // shares the registry), so the write is conditional and a miss reads the row again: `from` is what is torn down.
+    for (let tries = 0; from !== 'tearing-down' && from !== 'failed' && from !== 'gone' && tries < 3; tries++) {
       // queueSeq: a stopped workspace queued to reopen leaves the line too.
-      row = (await this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from)) ?? row;
+      const moved = await this.store.update(row.id, { state: 'tearing-down', queueSeq: null }, from);
+      if (moved) {
+        row = moved;
+        break;
+      }
+      row = (await this.store.byId(row.id)) ?? row;
+      from = row.state;
     }
+    if (row.state === 'gone') return toWorkspace(row);
     await this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
     // nothing (a re-run, e.g. reconcile finishing this teardown, finds the same work and reuses its ref).
