@@ -1,12 +1,15 @@
-// Lifecycle logic against real git repos, a real SQLite file and real sockets, with an in-memory sandbox driver.
+// Lifecycle logic against real git repos, a real registry (a SQLite file, then the same tests on a throwaway
+// PostgreSQL cluster) and real sockets, with an in-memory sandbox driver.
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openSqlite, workspaces } from '@grove/db';
+import { openPostgres, openSqlite, pgTables, startTestPostgres, workspaces } from '@grove/db';
+import type { TestPostgres } from '@grove/db';
+import { eq } from 'drizzle-orm';
 import type { GroveEvent } from '@grove/contracts';
 import { workspaceSchema } from '@grove/contracts';
 import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { ensureWorktree, resolveCommit } from './git.ts';
@@ -18,6 +21,16 @@ let home: string;
 let source: string;
 let driver: FakeDriver;
 const groves: Grove[] = [];
+let cluster: TestPostgres | undefined;
+/** Set per test by the PostgreSQL pass; null: SQLite in the home. */
+let databaseUrl: string | null = null;
+
+beforeAll(async () => {
+  cluster = await startTestPostgres();
+});
+afterAll(async () => {
+  await cluster?.stop();
+});
 
 beforeEach(() => {
   tmp = mkdtempSync(join(tmpdir(), 'grove-core-'));
@@ -40,6 +53,7 @@ async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
     logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
     healthTimeoutMs: 1_500,
     gitLockTimeoutMs: 5_000,
+    databaseUrl,
     ...over,
   });
   groves.push(g);
@@ -68,602 +82,647 @@ async function until(cond: () => Promise<boolean>, ms = 5_000): Promise<void> {
   }
 }
 
-describe('addProject', () => {
-  it('bare-clones, records the project and starts the default workspace; a second call changes nothing', async () => {
-    const g = await open();
-    await g.addProject({ name: 'demo', source });
-    expect(existsSync(join(home, 'repos', 'demo', 'HEAD'))).toBe(true);
-    expect(await g.listProjects()).toEqual([{ name: 'demo', defaultBranch: 'main', createdAt: expect.any(String) as string }]);
-    const ws = await g.get('demo');
-    expect(ws).toMatchObject({ slug: 'demo', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running' });
-    expect(existsSync(join(home, 'worktrees', 'demo', 'default', 'README.md'))).toBe(true);
+type RowValues = { slug: string; project: string; name: string; branch: string; baseRef: string; state: 'creating' | 'tearing-down'; createdAt: string; updatedAt: string };
 
-    const before = await g.events({ limit: 1000 });
-    await g.addProject({ name: 'demo', source });
-    expect(await g.events({ limit: 1000 })).toEqual(before);
-    expect((await g.list()).workspaces).toHaveLength(1);
-
-    // A stopped default stays stopped.
-    await g.stop('demo');
-    await g.addProject({ name: 'demo', source });
-    expect((await g.get('demo')).state).toBe('stopped');
-  });
-
-  it('re-creates a torn-down default workspace on the kept grove/default branch', async () => {
-    const g = await open();
-    await g.addProject({ name: 'demo', source });
-    await g.teardown('demo');
-    expect(branches(join(home, 'repos', 'demo'))).toContain('grove/default');
-    await g.addProject({ name: 'demo', source });
-    expect(await g.get('demo')).toMatchObject({ state: 'running', branch: 'grove/default', isDefault: true });
-    const prepared = (await g.events({ slug: 'demo', limit: 100 })).filter((e) => e.type === 'workspace.prepared');
-    expect(prepared.map((e) => e.data.branchCreated)).toEqual([true, false]);
-    expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['gone', 'running']);
-  });
-
-  it('rejects bad names and sources', async () => {
-    const g = await open();
-    await expect(g.addProject({ name: 'Demo', source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
-    await expect(g.addProject({ name: 'demo', source: '--upload-pack=x' })).rejects.toMatchObject({ code: 'invalid_input' });
-    await expect(g.addProject({ name: 'demo', source: join(tmp, 'missing') })).rejects.toMatchObject({
-      code: 'invalid_input',
-      message: expect.stringContaining('no git repository') as string,
-    });
-    await expect(g.addProject({ name: 'demo', source: 'ext::sh -c touch% /tmp/pwned' })).rejects.toMatchObject({ code: 'invalid_input' });
-    expect(await g.listProjects()).toEqual([]);
-  });
-});
-
-describe('fork', () => {
-  it('reserves, prepares the worktree, starts the sandbox, waits for health and registers', async () => {
-    const g = await withProject();
-    const seen: GroveEvent[] = [];
-    g.onEvent((e) => seen.push(e));
-    const ws = await g.fork({ project: 'demo', name: 'fix-1' });
-    expect(workspaceSchema.parse(ws)).toEqual(ws);
-    expect(ws).toMatchObject({ slug: 'demo~fix-1', project: 'demo', name: 'fix-1', isDefault: false, branch: 'grove/fix-1', baseRef: 'main', state: 'running', failureReason: null });
-    // No host path leaks into the API shape.
-    expect(JSON.stringify(ws)).not.toContain(home);
-
-    expect(await eventTypes(g, 'demo~fix-1')).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
-    expect(seen.map((e) => e.type)).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
-    const [reserved, prepared, started, registered] = seen;
-    expect(reserved?.data).toMatchObject({ branch: 'grove/fix-1', base: 'main', running: 0, creating: 1, cap: 3 });
-    expect(prepared?.data).toMatchObject({ branch: 'grove/fix-1', branchCreated: true, baseCommit: expect.stringMatching(/^[0-9a-f]{40}$/) as string });
-    expect(started?.data).toMatchObject({ containerId: 'fake-1', ms: expect.any(Number) as number });
-    expect(registered?.data).toMatchObject({ ms: expect.any(Number) as number });
-
-    const spec = driver.containers.get('demo~fix-1')?.spec;
-    expect(spec).toMatchObject({
-      worktreePath: join(home, 'worktrees', 'demo', 'fix-1'),
-      gitCommonDir: join(home, 'repos', 'demo'),
-      gitAdminDir: join(home, 'repos', 'demo', 'worktrees', 'fix-1'),
-      runDir: join(home, 'run', 'demo~fix-1'),
-      threadDir: join(home, 'threads', 'demo~fix-1'),
-      stateDir: join(home, 'state', 'demo~fix-1'),
-      env: { GROVE_SLUG: 'demo~fix-1', GROVE_PROVIDER: 'scripted', GROVE_PROJECT: 'demo' },
-      limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256 },
-    });
-    expect(await g.socketFor('demo~fix-1')).toBe(join(home, 'run', 'demo~fix-1', 'backend.sock'));
-    expect(branches(join(home, 'repos', 'demo'))).toContain('grove/fix-1');
-  });
-
-  it('answers 422 naming the rule, 404 for an unknown project, 409 for a live slug', async () => {
-    const g = await withProject();
-    for (const [name, rule] of [
-      ['../x', 'only a-z'],
-      ['Up', 'lowercase'],
-      ['default', 'reserved'],
-      ['x'.repeat(40), 'at most 39'],
-      ['kаt', 'ASCII'],
-      ['a~b', 'only a-z'],
-    ] as const) {
-      await expect(g.fork({ project: 'demo', name })).rejects.toMatchObject({ code: 'invalid_name', status: 422, message: expect.stringContaining(rule) as string });
+/** What a crash leaves in the registry, written by hand (the server is closed): rows added, a state changed. */
+async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: string; state: 'tearing-down' } }): Promise<void> {
+  if (databaseUrl) {
+    const h = await openPostgres({ url: databaseUrl });
+    try {
+      const t = pgTables.workspaces;
+      if (edit.setState) await h.db.update(t).set({ state: edit.setState.state }).where(eq(t.slug, edit.setState.slug));
+      if (edit.insert?.length) await h.db.insert(t).values(edit.insert);
+    } finally {
+      await h.close();
     }
-    await expect(g.fork({ project: 'demo', name: 'ok', from: '--help' })).rejects.toMatchObject({ code: 'invalid_input' });
-    await expect(g.fork({ project: 'nope', name: 'ok' })).rejects.toMatchObject({ code: 'project_not_found', status: 404 });
-    await g.fork({ project: 'demo', name: 'dup' });
-    await expect(g.fork({ project: 'demo', name: 'dup' })).rejects.toMatchObject({ code: 'workspace_exists', status: 409 });
-    const { workspaces: rows } = await g.list({ includeGone: true });
-    expect(rows.map((w) => w.slug)).toEqual(['demo~dup']);
-  });
-
-  it('refuses a slug whose backend socket path would exceed the Unix socket limit', async () => {
-    const g = await open();
-    const long = 'p'.repeat(39);
-    await g.addProject({ name: long, source, createDefault: false });
-    const name = 'n'.repeat(39);
-    expect(Buffer.byteLength(join(home, 'run', `${long}~${name}`, 'backend.sock'))).toBeGreaterThan(107);
-    await expect(g.fork({ project: long, name })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('107-byte limit') as string });
-    expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
-    // A short name in the same project is fine.
-    expect((await g.fork({ project: long, name: 'ok' })).state).toBe('running');
-  });
-
-  it('forks from another base', async () => {
-    const g = await withProject();
-    const ws = await g.fork({ project: 'demo', name: 'feat', from: 'feature' });
-    expect(ws.baseRef).toBe('feature');
-    expect(existsSync(join(home, 'worktrees', 'demo', 'feat', 'feature.txt'))).toBe(true);
-  });
-
-  it('caps running + creating: concurrent forks beyond the cap get 429 and leave nothing behind', async () => {
-    const g = await withProject({ maxRunning: 2 });
-    const results = await Promise.allSettled(['a', 'b', 'c', 'd', 'e'].map((name) => g.fork({ project: 'demo', name })));
-    const ok = results.filter((r) => r.status === 'fulfilled');
-    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-    expect(ok).toHaveLength(2);
-    expect(refused).toHaveLength(3);
-    for (const r of refused) expect(r.reason).toMatchObject({ code: 'capacity_reached', status: 429, details: { running: expect.any(Number) as number, cap: 2 } });
-    expect(await g.capacity()).toEqual({ running: 2, creating: 0, cap: 2, queued: 0 });
-    expect((await g.list({ includeGone: true })).workspaces).toHaveLength(2);
-    expect(ls(join(home, 'worktrees', 'demo'))).toHaveLength(2);
-    expect(driver.containers.size).toBe(2);
-
-    // Stop frees a slot; start needs one again.
-    const [first] = (await g.list()).workspaces;
-    await g.stop(first?.slug ?? '');
-    expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 2, queued: 0 });
-    await g.fork({ project: 'demo', name: 'f' });
-    await expect(g.start(first?.slug ?? '')).rejects.toMatchObject({ code: 'capacity_reached', details: { running: 2, cap: 2 } });
-    expect((await g.get(first?.slug ?? '')).state).toBe('stopped');
-  });
-
-  it('bad base ref: spawn_failed at the worktree step, row failed, nothing left', async () => {
-    const g = await withProject();
-    const err = await g.fork({ project: 'demo', name: 'x', from: 'no-such-branch' }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'spawn_failed', status: 500, message: expect.stringContaining('"no-such-branch" is not a branch') as string, details: { step: 'worktree' } });
-    expect(await g.get('demo~x')).toMatchObject({ state: 'failed', failureReason: expect.stringContaining('no-such-branch') as string });
-    const events = await g.events({ slug: 'demo~x' });
-    expect(events.map((e) => e.type)).toEqual(['workspace.reserved', 'spawn_failed']);
-    expect(events[1]?.data).toMatchObject({ step: 'worktree', op: 'fork' });
-    expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-    expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
-    expect(driver.containers.size).toBe(0);
-    expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
-  });
-
-  it('missing image: spawn_failed at the image step with a hint, everything undone (branch deleted: no commits)', async () => {
-    const g = await withProject({ image: 'grove-sandbox:missing' });
-    await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'image' }, message: expect.stringContaining('setup.sh') as string });
-    expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-    expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
-    expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
-    expect(ls(join(home, 'run'))).toEqual([]);
-    expect(ls(join(home, 'threads'))).toEqual([]);
-    expect(ls(join(home, 'state'))).toEqual([]);
-    // The slug is free again: a retry with a working image succeeds on the plain branch name.
-    driver.behave.images.add('grove-sandbox:missing');
-    expect((await g.fork({ project: 'demo', name: 'x' })).branch).toBe('grove/x');
-    expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['failed', 'running']);
-    expect((await g.list()).workspaces.map((w) => w.state)).toEqual(['running']);
-  });
-
-  it('a backend that exits fails fast with its exit code and last output', async () => {
-    const g = await withProject({ healthTimeoutMs: 20_000 });
-    driver.behave.crashWith = 3;
-    const t0 = Date.now();
-    const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
-    expect(Date.now() - t0).toBeLessThan(5_000);
-    expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
-    expect((err as Error).message).toMatch(/exited with code 3/);
-    expect((err as Error).message).toContain('GROVE_PROVIDER is not valid');
-    expect(driver.containers.size).toBe(0);
-    expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-  });
-
-  it('a backend that never answers times out after healthTimeoutMs and is undone', async () => {
-    const g = await withProject({ healthTimeoutMs: 400 });
-    driver.behave.listen = false;
-    const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
-    expect((err as Error).message).toMatch(/did not answer \/health within 400 ms/);
-    expect(driver.containers.size).toBe(0);
-    const spawnFailed = (await g.events({ slug: 'demo~x' })).find((e) => e.type === 'spawn_failed');
-    expect(spawnFailed?.data).toMatchObject({ step: 'health', reason: expect.stringContaining('400 ms') as string });
-  });
-
-  it('a fork that fails keeps its branch when it already holds commits', async () => {
-    const g = await withProject({ healthTimeoutMs: 1_500 });
-    driver.behave.listen = false;
-    // Commit on the new branch from "inside" while the fork waits for health.
-    const pending = g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
-    const wt = join(home, 'worktrees', 'demo', 'x');
-    await until(async () => (await eventTypes(g, 'demo~x')).includes('sandbox.started'));
-    writeFileSync(join(wt, 'work.txt'), 'work');
-    const { git } = await import('./test-support/repo.ts');
-    git(wt, 'add', '.');
-    git(wt, 'commit', '-q', '-m', 'work');
-    expect(await pending).toMatchObject({ code: 'spawn_failed' });
-    expect(branches(join(home, 'repos', 'demo'))).toContain('grove/x');
-    expect(existsSync(wt)).toBe(false);
-  });
-
-  it('docker down: 503 docker_unavailable and nothing reserved', async () => {
-    const g = await withProject();
-    driver.behave.down = true;
-    await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'docker_unavailable', status: 503 });
-    expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
-    expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
-    expect(await g.events({ slug: 'demo~x' })).toEqual([]);
-  });
-
-  it('wait=false returns the reservation and finishes in the background', async () => {
-    const g = await withProject();
-    driver.behave.listenDelayMs = 300;
-    const ws = await g.fork({ project: 'demo', name: 'bg' }, { wait: false });
-    expect(ws.state).toBe('creating');
-    expect(await g.capacity()).toMatchObject({ creating: 1 });
-    await expect(g.socketFor('demo~bg')).rejects.toMatchObject({ code: 'workspace_stopped', details: { state: 'creating' } });
-    await until(async () => (await g.get('demo~bg')).state === 'running');
-    expect(await g.capacity()).toMatchObject({ running: 1, creating: 0 });
-  });
-
-  it('wait=false failures land in the row and the events', async () => {
-    const g = await withProject();
-    const ws = await g.fork({ project: 'demo', name: 'bg', from: 'nope' }, { wait: false });
-    expect(ws.state).toBe('creating');
-    await until(async () => (await g.get('demo~bg')).state === 'failed');
-    expect((await g.get('demo~bg')).failureReason).toContain('nope');
-    expect(await eventTypes(g, 'demo~bg')).toContain('spawn_failed');
-  });
-});
-
-describe('stop / start / teardown', () => {
-  it('stop keeps everything and frees the slot; start reopens the same worktree, thread and session', async () => {
-    const g = await withProject();
-    await g.fork({ project: 'demo', name: 'w' });
-    const wt = join(home, 'worktrees', 'demo', 'w');
-    writeFileSync(join(wt, 'scratch.txt'), 'keep me');
-    writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
-    driver.behave.agentSessionId = 'sess-123';
-
-    const stopped = await g.stop('demo~w');
-    expect(stopped).toMatchObject({ state: 'stopped', agentSessionId: 'sess-123' });
-    expect(driver.containers.get('demo~w')?.running).toBe(false);
-    expect(await g.capacity()).toMatchObject({ running: 0 });
-    const err = await g.socketFor('demo~w').catch((e: unknown) => e);
-    expect(err).toMatchObject({ code: 'workspace_stopped', status: 409, details: { slug: 'demo~w', state: 'stopped' } });
-    expect((err as Error).message).toContain('POST /api/workspaces/demo~w/start');
-    expect((err as Error).message).toContain('grove start demo~w');
-    expect(await g.stop('demo~w')).toMatchObject({ state: 'stopped' }); // idempotent
-
-    const started = await g.start('demo~w');
-    expect(started).toMatchObject({ state: 'running', agentSessionId: 'sess-123', branch: 'grove/w' });
-    expect(driver.containers.get('demo~w')?.id).toBe('fake-1'); // same container, restarted
-    expect(existsSync(join(wt, 'scratch.txt'))).toBe(true);
-    expect(existsSync(join(home, 'threads', 'demo~w', 'thread.jsonl'))).toBe(true);
-    expect(await eventTypes(g, 'demo~w')).toEqual([
-      'workspace.reserved',
-      'workspace.prepared',
-      'sandbox.started',
-      'workspace.registered',
-      'workspace.stopped',
-      'workspace.reserved',
-      'sandbox.started',
-      'workspace.started',
-    ]);
-    expect(await g.start('demo~w')).toMatchObject({ state: 'running' }); // idempotent
-  });
-
-  it('a failed start leaves the workspace stopped with the reason', async () => {
-    const g = await withProject({ healthTimeoutMs: 300 });
-    await g.fork({ project: 'demo', name: 'w' });
-    await g.stop('demo~w');
-    driver.behave.listen = false;
-    await expect(g.start('demo~w')).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
-    expect(await g.get('demo~w')).toMatchObject({ state: 'stopped', failureReason: expect.stringContaining('/health') as string });
-    expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(true);
-    expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
-    driver.behave.listen = true;
-    expect(await g.start('demo~w')).toMatchObject({ state: 'running', failureReason: null });
-  });
-
-  it('teardown removes container and worktree, archives thread and state, keeps the branch; idempotent', async () => {
-    const g = await withProject();
-    await g.fork({ project: 'demo', name: 'w' });
-    writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
-    writeFileSync(join(home, 'state', 'demo~w', 'session'), 'x');
-    const gone = await g.teardown('demo~w');
-    expect(gone.state).toBe('gone');
-    expect(driver.containers.has('demo~w')).toBe(false);
-    expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(false);
-    expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
-    expect(existsSync(join(home, 'run', 'demo~w'))).toBe(false);
-    expect(existsSync(join(home, 'threads', 'demo~w'))).toBe(false);
-    const archives = ls(join(home, 'archive'));
-    expect(archives).toHaveLength(1);
-    expect(archives[0]).toMatch(/^demo~w-\d{8}T\d{9}Z$/);
-    expect(existsSync(join(home, 'archive', archives[0] ?? '', 'thread', 'thread.jsonl'))).toBe(true);
-    expect(existsSync(join(home, 'archive', archives[0] ?? '', 'state', 'session'))).toBe(true);
-    expect(branches(join(home, 'repos', 'demo'))).toContain('grove/w');
-    const cleaned = (await g.events({ slug: 'demo~w' })).find((e) => e.type === 'workspace.cleaned');
-    expect(cleaned?.data).toMatchObject({ branch: 'grove/w', archive: archives[0] });
-
-    expect(await g.teardown('demo~w')).toMatchObject({ state: 'gone' });
-    await expect(g.socketFor('demo~w')).rejects.toMatchObject({ code: 'workspace_not_found', status: 404 });
-    expect((await g.list()).workspaces).toEqual([]);
-    expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['gone']);
-
-    // The kept branch means a new fork of the same name gets a nonce.
-    const again = await g.fork({ project: 'demo', name: 'w' });
-    expect(again.branch).toMatch(/^grove\/w-[0-9a-f]{4}$/);
-  });
-
-  it('teardown of a stopped and of a failed workspace', async () => {
-    const g = await withProject();
-    await g.fork({ project: 'demo', name: 's' });
-    await g.stop('demo~s');
-    expect((await g.teardown('demo~s')).state).toBe('gone');
-    await g.fork({ project: 'demo', name: 'f', from: 'nope' }).catch(() => undefined);
-    expect((await g.teardown('demo~f')).state).toBe('gone');
-    expect((await g.list()).workspaces).toEqual([]);
-    await expect(g.teardown('demo~never')).rejects.toMatchObject({ code: 'workspace_not_found' });
-  });
-
-  it('teardown while a fork is still creating cancels it and ends gone with nothing left', async () => {
-    const g = await withProject({ healthTimeoutMs: 10_000 });
-    driver.behave.listen = false;
-    await g.fork({ project: 'demo', name: 'half' }, { wait: false });
-    await until(async () => (await eventTypes(g, 'demo~half')).includes('sandbox.started'));
-    const t0 = Date.now();
-    expect((await g.teardown('demo~half')).state).toBe('gone');
-    expect(Date.now() - t0).toBeLessThan(3_000);
-    expect(driver.containers.size).toBe(0);
-    expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-    const types = await eventTypes(g, 'demo~half');
-    expect(types).toContain('spawn_failed');
-    expect(types.at(-1)).toBe('workspace.cleaned');
-    expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
-  });
-
-  it('stop and start refuse a workspace in the wrong state', async () => {
-    const g = await withProject();
-    driver.behave.listenDelayMs = 500;
-    await g.fork({ project: 'demo', name: 'c' }, { wait: false });
-    await expect(g.stop('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
-    await expect(g.start('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
-    await expect(g.stop('demo~none')).rejects.toMatchObject({ code: 'workspace_not_found' });
-    await until(async () => (await g.get('demo~c')).state === 'running');
-  });
-
-  it('socketFor marks activity at most once per few seconds', async () => {
-    const g = await withProject();
-    await g.fork({ project: 'demo', name: 'a' });
-    const first = (await g.get('demo~a')).lastActivityAt;
-    await new Promise((r) => setTimeout(r, 5));
-    await g.socketFor('demo~a');
-    const touched = (await g.get('demo~a')).lastActivityAt;
-    expect(touched).not.toBe(first);
-    await new Promise((r) => setTimeout(r, 5));
-    for (let i = 0; i < 50; i++) await g.socketFor('demo~a');
-    expect((await g.get('demo~a')).lastActivityAt).toBe(touched);
-  });
-});
-
-describe('a sandbox that dies on its own', () => {
-  it('is marked stopped with the reason at once, frees its slot, and reopens', async () => {
-    const g = await withProject({ maxRunning: 1 });
-    await g.reconcile(); // starts following sandbox events
-    await g.fork({ project: 'demo', name: 'a' });
-    await driver.kill('demo~a', 137);
-    await until(async () => (await g.get('demo~a')).state === 'stopped');
-    expect(await g.get('demo~a')).toMatchObject({ failureReason: 'the sandbox stopped unexpectedly: it exited with code 137' });
-    expect(await eventTypes(g, 'demo~a')).toContain('sandbox.died');
-    expect((await g.list()).capacity).toMatchObject({ running: 0, cap: 1 });
-    await g.start('demo~a');
-    expect(await g.get('demo~a')).toMatchObject({ state: 'running', failureReason: null });
-  });
-
-  it('leaves a workspace Grove stopped itself alone', async () => {
-    const g = await withProject();
-    await g.reconcile();
-    await g.fork({ project: 'demo', name: 'b' });
-    await g.stop('demo~b');
-    await driver.kill('demo~b', 0); // a late death notice for the stop
-    await new Promise((r) => setTimeout(r, 50));
-    expect(await g.get('demo~b')).toMatchObject({ state: 'stopped', failureReason: null });
-    expect(await eventTypes(g, 'demo~b')).not.toContain('sandbox.died');
-  });
-});
-
-describe('reconcile', () => {
-  it('repairs rows, containers, worktrees and locks after a crash', async () => {
-    const g1 = await withProject({ maxRunning: 8 });
-    await g1.fork({ project: 'demo', name: 'alive' });
-    await g1.fork({ project: 'demo', name: 'vanished' });
-    await g1.fork({ project: 'demo', name: 'dead' });
-    await g1.fork({ project: 'demo', name: 'halfgone' });
-    await g1.close();
-    groves.splice(0);
-
-    // What a crash leaves behind, written by hand:
-    const repo = join(home, 'repos', 'demo');
-    const { db, close } = openSqlite({ file: join(home, 'grove.db') });
-    const now = new Date().toISOString();
-    const { eq } = await import('drizzle-orm');
-    db.update(workspaces).set({ state: 'tearing-down' }).where(eq(workspaces.slug, 'demo~halfgone')).run();
-    // - a fork interrupted mid-way: row creating, worktree added, container up
-    db.insert(workspaces).values({ slug: 'demo~crashed', project: 'demo', name: 'crashed', branch: 'grove/crashed', baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }).run();
-    await close();
-    const base = (await resolveCommit(repo, 'main')) ?? '';
-    const wt = await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
-    mkdirSync(join(home, 'run', 'demo~crashed'), { recursive: true });
-    await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(home, 'run', 'demo~crashed'), gitAdminDir: wt.adminDir });
-    // - a container whose workspace the registry no longer knows
-    mkdirSync(join(tmp, 'orphan-run'));
-    await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~orphan', runDir: join(tmp, 'orphan-run') });
-    // - containers that died or disappeared while we were down
-    await driver.kill('demo~dead', 137);
-    await driver.remove('demo~vanished');
-    // - a worktree no row owns, and a lock held by a dead process
-    await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'stray'), branch: 'grove/stray', base });
-    const { spawn } = await import('node:child_process');
-    const c = spawn(process.execPath, ['-e', '']);
-    await new Promise((r) => c.on('exit', r));
-    writeFileSync(join(home, 'locks', 'demo.lock'), JSON.stringify({ pid: c.pid, at: now }));
-
-    const g2 = await open({ gitLockTimeoutMs: 500, maxRunning: 8 });
-    await g2.reconcile();
-
-    expect(existsSync(join(home, 'locks', 'demo.lock'))).toBe(false);
-    const states = Object.fromEntries((await g2.list({ includeGone: true })).workspaces.map((w) => [w.slug, w.state]));
-    expect(states).toEqual({ 'demo~alive': 'running', 'demo~vanished': 'stopped', 'demo~dead': 'stopped', 'demo~halfgone': 'gone', 'demo~crashed': 'failed' });
-    expect(await g2.get('demo~crashed')).toMatchObject({ failureReason: 'interrupted by a server restart' });
-    expect([...driver.containers.keys()].sort()).toEqual(['demo~alive', 'demo~dead']);
-    expect(ls(join(home, 'worktrees', 'demo')).sort()).toEqual(['alive', 'dead', 'vanished']);
-    expect(branches(repo)).not.toContain('grove/crashed');
-    expect(branches(repo)).toContain('grove/stray'); // worktree removed, branch (maybe work) kept
-    expect(existsSync(join(home, 'run', 'demo~crashed'))).toBe(false);
-    const reconciled = (await g2.events({ limit: 1000 })).filter((e) => e.type === 'workspace.reconciled');
-    expect(reconciled.map((e) => `${e.slug}:${String(e.data.action ?? e.data.to)}`).sort()).toEqual([
-      'demo~crashed:failed',
-      'demo~dead:stopped',
-      'demo~halfgone:gone',
-      'demo~orphan:removed-orphan-container',
-      'demo~stray:removed-orphan-worktree',
-      'demo~vanished:stopped',
-    ]);
-    // Reconciling again finds nothing to do.
-    const count = (await g2.events({ limit: 1000 })).length;
-    await g2.reconcile();
-    expect((await g2.events({ limit: 1000 })).length).toBe(count);
-    // The crashed slug is free again.
-    expect((await g2.fork({ project: 'demo', name: 'crashed' })).state).toBe('running');
-  });
-});
-
-describe('saved work (teardown never loses work)', () => {
-  const repo = (): string => join(home, 'repos', 'demo');
-
-  /** Modified, staged, untracked, ignored and deleted files in a worktree; returns what must come back. */
-  function dirty(wt: string): Record<string, Buffer | null> {
-    writeFileSync(join(wt, 'README.md'), '# edited\n');
-    writeFileSync(join(wt, 'staged.txt'), 'staged\n');
-    git(wt, 'add', 'staged.txt');
-    mkdirSync(join(wt, 'src'), { recursive: true });
-    writeFileSync(join(wt, 'src', 'new.bin'), Buffer.from([0, 159, 146, 150, 255]));
-    writeFileSync(join(wt, '.gitignore'), 'build/\n');
-    mkdirSync(join(wt, 'build'));
-    writeFileSync(join(wt, 'build', 'out.js'), 'ignored');
-    rmSync(join(wt, 'app.txt'));
-    return {
-      'README.md': Buffer.from('# edited\n'),
-      'staged.txt': Buffer.from('staged\n'),
-      'src/new.bin': Buffer.from([0, 159, 146, 150, 255]),
-      '.gitignore': Buffer.from('build/\n'),
-      'build/out.js': null,
-      'app.txt': null,
-    };
+    return;
   }
-
-  function expectFiles(wt: string, files: Record<string, Buffer | null>): void {
-    for (const [f, content] of Object.entries(files)) {
-      if (content === null) expect(existsSync(join(wt, f)), f).toBe(false);
-      else expect(readFileSync(join(wt, f)).equals(content), f).toBe(true);
-    }
-  }
-
-  it('teardown saves uncommitted, staged and untracked files to a recovery ref; restore brings them back byte for byte', async () => {
-    const g = await withProject();
-    const ws = await g.fork({ project: 'demo', name: 'w' });
-    const tip = git(repo(), 'rev-parse', 'refs/heads/grove/w');
-    const files = dirty(join(home, 'worktrees', 'demo', 'w'));
-    await g.teardown('demo~w');
-
-    const events = await g.events({ slug: 'demo~w' });
-    const saved = events.find((e) => e.type === 'workspace.saved');
-    expect(saved?.data).toMatchObject({ reason: 'teardown', ref: 'refs/grove/demo+w/teardown/1', reused: false });
-    expect(events.find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBe('refs/grove/demo+w/teardown/1');
-    // Saved before the worktree was removed; the branch did not move.
-    expect(events.findIndex((e) => e.type === 'workspace.saved')).toBeLessThan(events.findIndex((e) => e.type === 'workspace.cleaned'));
-    expect(git(repo(), 'rev-parse', 'refs/heads/grove/w')).toBe(tip);
-    expect(ws.branch).toBe('grove/w');
-    expect(await g.savedWork('demo~w')).toEqual([{ ref: 'refs/grove/demo+w/teardown/1', n: 1, commit: saved?.data.commit }]);
-
-    const back = await g.restore('demo~w', { name: 'w-back' });
-    expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove/demo+w/teardown/1', branch: 'grove/w-back' });
-    expectFiles(join(home, 'worktrees', 'demo', 'w-back'), files);
-    // The new branch starts at the saved commit, whose parent is the old branch's tip: history is kept.
-    expect(git(repo(), 'rev-parse', 'refs/heads/grove/w-back^')).toBe(tip);
-  });
-
-  it('a clean teardown saves nothing; restore explains what is missing', async () => {
-    const g = await withProject();
-    await g.fork({ project: 'demo', name: 'clean' });
-    await g.teardown('demo~clean');
-    const types = await eventTypes(g, 'demo~clean');
-    expect(types).not.toContain('workspace.saved');
-    expect((await g.events({ slug: 'demo~clean' })).find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBeNull();
-    await expect(g.restore('demo~clean', { name: 'x' })).rejects.toMatchObject({ code: 'not_found', status: 404 });
-    await expect(g.restore('demo~clean', { name: 'Bad' })).rejects.toMatchObject({ code: 'invalid_name' });
-    await expect(g.restore('nope~clean', { name: 'x' })).rejects.toMatchObject({ code: 'project_not_found' });
-  });
-
-  it('a crash between saving and removing loses nothing: reconcile finishes the teardown and reuses the same ref', async () => {
-    const g1 = await withProject();
-    await g1.fork({ project: 'demo', name: 'crash' });
-    const wt = join(home, 'worktrees', 'demo', 'crash');
-    const files = dirty(wt);
-    const realRemove = driver.remove.bind(driver);
-    driver.remove = async () => {
-      throw new Error('killed right after the work was saved');
-    };
-    await expect(g1.teardown('demo~crash')).rejects.toThrow(/killed/);
-    driver.remove = realRemove;
-    expect((await g1.get('demo~crash')).state).toBe('tearing-down');
-    expect(existsSync(wt)).toBe(true);
-    expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
-    await g1.close();
-    groves.splice(0);
-
-    const g2 = await open();
-    await g2.reconcile();
-    expect((await g2.get('demo~crash')).state).toBe('gone');
-    expect(existsSync(wt)).toBe(false);
-    expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
-    const saves = (await g2.events({ slug: 'demo~crash' })).filter((e) => e.type === 'workspace.saved');
-    expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
-    await g2.restore('demo~crash', { name: 'crash-back' });
-    expectFiles(join(home, 'worktrees', 'demo', 'crash-back'), files);
-  });
-
-  it('reconcile saves the work of an orphan worktree before removing it', async () => {
-    const g1 = await withProject();
-    await g1.close();
-    groves.splice(0);
-    const base = (await resolveCommit(repo(), 'main')) ?? '';
-    const wt = join(home, 'worktrees', 'demo', 'stray');
-    await ensureWorktree(repo(), { path: wt, branch: 'grove/stray', base });
-    writeFileSync(join(wt, 'left.txt'), 'left behind');
-    const g2 = await open();
-    await g2.reconcile();
-    expect(existsSync(wt)).toBe(false);
-    expect(git(repo(), 'show', 'refs/grove/demo+stray/teardown/1:left.txt')).toBe('left behind');
-    expect(git(repo(), 'rev-parse', 'refs/grove/demo+stray/teardown/1^')).toBe(base);
-  });
-
-  it('an interrupted fork rolls back its branch only when it holds no commits beyond its base', async () => {
-    const g1 = await withProject({ maxRunning: 8 });
-    await g1.close();
-    groves.splice(0);
-    const base = (await resolveCommit(repo(), 'main')) ?? '';
-    const now = new Date().toISOString();
-    const { db, close } = openSqlite({ file: join(home, 'grove.db') });
-    for (const name of ['empty', 'worked']) {
-      db.insert(workspaces).values({ slug: `demo~${name}`, project: 'demo', name, branch: `grove/${name}`, baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }).run();
-    }
+  const { db, close } = openSqlite({ file: join(home, 'grove.db') });
+  try {
+    if (edit.setState) db.update(workspaces).set({ state: edit.setState.state }).where(eq(workspaces.slug, edit.setState.slug)).run();
+    if (edit.insert?.length) db.insert(workspaces).values(edit.insert).run();
+  } finally {
     await close();
-    await ensureWorktree(repo(), { path: join(home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
-    const worked = join(home, 'worktrees', 'demo', 'worked');
-    await ensureWorktree(repo(), { path: worked, branch: 'grove/worked', base });
-    writeFileSync(join(worked, 'commit.txt'), 'committed');
-    git(worked, 'add', '.');
-    git(worked, 'commit', '-q', '-m', 'unpushed work');
-    const g2 = await open({ maxRunning: 8 });
-    await g2.reconcile();
-    expect(branches(repo())).not.toContain('grove/empty');
-    expect(branches(repo())).toContain('grove/worked');
-    expect(git(repo(), 'show', 'grove/worked:commit.txt')).toBe('committed');
+  }
+}
+
+describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
+  beforeEach(async () => {
+    databaseUrl = null;
+    if (dialect === 'postgres') {
+      if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
+      databaseUrl = await cluster.createDatabase('core');
+    }
+  });
+
+  it('keeps the registry where it is told: the SQLite file in the home, or only the PostgreSQL database', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'where' });
+    expect(existsSync(join(home, 'grove.db'))).toBe(dialect === 'sqlite');
+    if (databaseUrl) {
+      const h = await openPostgres({ url: databaseUrl });
+      try {
+        expect((await h.db.select().from(pgTables.workspaces)).map((r) => r.slug)).toEqual(['demo~where']);
+      } finally {
+        await h.close();
+      }
+    }
+  });
+
+  describe('addProject', () => {
+    it('bare-clones, records the project and starts the default workspace; a second call changes nothing', async () => {
+      const g = await open();
+      await g.addProject({ name: 'demo', source });
+      expect(existsSync(join(home, 'repos', 'demo', 'HEAD'))).toBe(true);
+      expect(await g.listProjects()).toEqual([{ name: 'demo', defaultBranch: 'main', createdAt: expect.any(String) as string }]);
+      const ws = await g.get('demo');
+      expect(ws).toMatchObject({ slug: 'demo', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running' });
+      expect(existsSync(join(home, 'worktrees', 'demo', 'default', 'README.md'))).toBe(true);
+
+      const before = await g.events({ limit: 1000 });
+      await g.addProject({ name: 'demo', source });
+      expect(await g.events({ limit: 1000 })).toEqual(before);
+      expect((await g.list()).workspaces).toHaveLength(1);
+
+      // A stopped default stays stopped.
+      await g.stop('demo');
+      await g.addProject({ name: 'demo', source });
+      expect((await g.get('demo')).state).toBe('stopped');
+    });
+
+    it('re-creates a torn-down default workspace on the kept grove/default branch', async () => {
+      const g = await open();
+      await g.addProject({ name: 'demo', source });
+      await g.teardown('demo');
+      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/default');
+      await g.addProject({ name: 'demo', source });
+      expect(await g.get('demo')).toMatchObject({ state: 'running', branch: 'grove/default', isDefault: true });
+      const prepared = (await g.events({ slug: 'demo', limit: 100 })).filter((e) => e.type === 'workspace.prepared');
+      expect(prepared.map((e) => e.data.branchCreated)).toEqual([true, false]);
+      expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['gone', 'running']);
+    });
+
+    it('rejects bad names and sources', async () => {
+      const g = await open();
+      await expect(g.addProject({ name: 'Demo', source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
+      await expect(g.addProject({ name: 'demo', source: '--upload-pack=x' })).rejects.toMatchObject({ code: 'invalid_input' });
+      await expect(g.addProject({ name: 'demo', source: join(tmp, 'missing') })).rejects.toMatchObject({
+        code: 'invalid_input',
+        message: expect.stringContaining('no git repository') as string,
+      });
+      await expect(g.addProject({ name: 'demo', source: 'ext::sh -c touch% /tmp/pwned' })).rejects.toMatchObject({ code: 'invalid_input' });
+      expect(await g.listProjects()).toEqual([]);
+    });
+  });
+
+  describe('fork', () => {
+    it('reserves, prepares the worktree, starts the sandbox, waits for health and registers', async () => {
+      const g = await withProject();
+      const seen: GroveEvent[] = [];
+      g.onEvent((e) => seen.push(e));
+      const ws = await g.fork({ project: 'demo', name: 'fix-1' });
+      expect(workspaceSchema.parse(ws)).toEqual(ws);
+      expect(ws).toMatchObject({ slug: 'demo~fix-1', project: 'demo', name: 'fix-1', isDefault: false, branch: 'grove/fix-1', baseRef: 'main', state: 'running', failureReason: null });
+      // No host path leaks into the API shape.
+      expect(JSON.stringify(ws)).not.toContain(home);
+
+      expect(await eventTypes(g, 'demo~fix-1')).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
+      expect(seen.map((e) => e.type)).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
+      const [reserved, prepared, started, registered] = seen;
+      expect(reserved?.data).toMatchObject({ branch: 'grove/fix-1', base: 'main', running: 0, creating: 1, cap: 3 });
+      expect(prepared?.data).toMatchObject({ branch: 'grove/fix-1', branchCreated: true, baseCommit: expect.stringMatching(/^[0-9a-f]{40}$/) as string });
+      expect(started?.data).toMatchObject({ containerId: 'fake-1', ms: expect.any(Number) as number });
+      expect(registered?.data).toMatchObject({ ms: expect.any(Number) as number });
+
+      const spec = driver.containers.get('demo~fix-1')?.spec;
+      expect(spec).toMatchObject({
+        worktreePath: join(home, 'worktrees', 'demo', 'fix-1'),
+        gitCommonDir: join(home, 'repos', 'demo'),
+        gitAdminDir: join(home, 'repos', 'demo', 'worktrees', 'fix-1'),
+        runDir: join(home, 'run', 'demo~fix-1'),
+        threadDir: join(home, 'threads', 'demo~fix-1'),
+        stateDir: join(home, 'state', 'demo~fix-1'),
+        env: { GROVE_SLUG: 'demo~fix-1', GROVE_PROVIDER: 'scripted', GROVE_PROJECT: 'demo' },
+        limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256 },
+      });
+      expect(await g.socketFor('demo~fix-1')).toBe(join(home, 'run', 'demo~fix-1', 'backend.sock'));
+      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/fix-1');
+    });
+
+    it('answers 422 naming the rule, 404 for an unknown project, 409 for a live slug', async () => {
+      const g = await withProject();
+      for (const [name, rule] of [
+        ['../x', 'only a-z'],
+        ['Up', 'lowercase'],
+        ['default', 'reserved'],
+        ['x'.repeat(40), 'at most 39'],
+        ['kаt', 'ASCII'],
+        ['a~b', 'only a-z'],
+      ] as const) {
+        await expect(g.fork({ project: 'demo', name })).rejects.toMatchObject({ code: 'invalid_name', status: 422, message: expect.stringContaining(rule) as string });
+      }
+      await expect(g.fork({ project: 'demo', name: 'ok', from: '--help' })).rejects.toMatchObject({ code: 'invalid_input' });
+      await expect(g.fork({ project: 'nope', name: 'ok' })).rejects.toMatchObject({ code: 'project_not_found', status: 404 });
+      await g.fork({ project: 'demo', name: 'dup' });
+      await expect(g.fork({ project: 'demo', name: 'dup' })).rejects.toMatchObject({ code: 'workspace_exists', status: 409 });
+      const { workspaces: rows } = await g.list({ includeGone: true });
+      expect(rows.map((w) => w.slug)).toEqual(['demo~dup']);
+    });
+
+    it('refuses a slug whose backend socket path would exceed the Unix socket limit', async () => {
+      const g = await open();
+      const long = 'p'.repeat(39);
+      await g.addProject({ name: long, source, createDefault: false });
+      const name = 'n'.repeat(39);
+      expect(Buffer.byteLength(join(home, 'run', `${long}~${name}`, 'backend.sock'))).toBeGreaterThan(107);
+      await expect(g.fork({ project: long, name })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('107-byte limit') as string });
+      expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
+      // A short name in the same project is fine.
+      expect((await g.fork({ project: long, name: 'ok' })).state).toBe('running');
+    });
+
+    it('forks from another base', async () => {
+      const g = await withProject();
+      const ws = await g.fork({ project: 'demo', name: 'feat', from: 'feature' });
+      expect(ws.baseRef).toBe('feature');
+      expect(existsSync(join(home, 'worktrees', 'demo', 'feat', 'feature.txt'))).toBe(true);
+    });
+
+    it('caps running + creating: concurrent forks beyond the cap get 429 and leave nothing behind', async () => {
+      const g = await withProject({ maxRunning: 2 });
+      const results = await Promise.allSettled(['a', 'b', 'c', 'd', 'e'].map((name) => g.fork({ project: 'demo', name })));
+      const ok = results.filter((r) => r.status === 'fulfilled');
+      const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(ok).toHaveLength(2);
+      expect(refused).toHaveLength(3);
+      for (const r of refused) expect(r.reason).toMatchObject({ code: 'capacity_reached', status: 429, details: { running: expect.any(Number) as number, cap: 2 } });
+      expect(await g.capacity()).toEqual({ running: 2, creating: 0, cap: 2, queued: 0 });
+      expect((await g.list({ includeGone: true })).workspaces).toHaveLength(2);
+      expect(ls(join(home, 'worktrees', 'demo'))).toHaveLength(2);
+      expect(driver.containers.size).toBe(2);
+
+      // Stop frees a slot; start needs one again.
+      const [first] = (await g.list()).workspaces;
+      await g.stop(first?.slug ?? '');
+      expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 2, queued: 0 });
+      await g.fork({ project: 'demo', name: 'f' });
+      await expect(g.start(first?.slug ?? '')).rejects.toMatchObject({ code: 'capacity_reached', details: { running: 2, cap: 2 } });
+      expect((await g.get(first?.slug ?? '')).state).toBe('stopped');
+    });
+
+    it('bad base ref: spawn_failed at the worktree step, row failed, nothing left', async () => {
+      const g = await withProject();
+      const err = await g.fork({ project: 'demo', name: 'x', from: 'no-such-branch' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'spawn_failed', status: 500, message: expect.stringContaining('"no-such-branch" is not a branch') as string, details: { step: 'worktree' } });
+      expect(await g.get('demo~x')).toMatchObject({ state: 'failed', failureReason: expect.stringContaining('no-such-branch') as string });
+      const events = await g.events({ slug: 'demo~x' });
+      expect(events.map((e) => e.type)).toEqual(['workspace.reserved', 'spawn_failed']);
+      expect(events[1]?.data).toMatchObject({ step: 'worktree', op: 'fork' });
+      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+      expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
+      expect(driver.containers.size).toBe(0);
+      expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
+    });
+
+    it('missing image: spawn_failed at the image step with a hint, everything undone (branch deleted: no commits)', async () => {
+      const g = await withProject({ image: 'grove-sandbox:missing' });
+      await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'image' }, message: expect.stringContaining('setup.sh') as string });
+      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+      expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
+      expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
+      expect(ls(join(home, 'run'))).toEqual([]);
+      expect(ls(join(home, 'threads'))).toEqual([]);
+      expect(ls(join(home, 'state'))).toEqual([]);
+      // The slug is free again: a retry with a working image succeeds on the plain branch name.
+      driver.behave.images.add('grove-sandbox:missing');
+      expect((await g.fork({ project: 'demo', name: 'x' })).branch).toBe('grove/x');
+      expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['failed', 'running']);
+      expect((await g.list()).workspaces.map((w) => w.state)).toEqual(['running']);
+    });
+
+    it('a backend that exits fails fast with its exit code and last output', async () => {
+      const g = await withProject({ healthTimeoutMs: 20_000 });
+      driver.behave.crashWith = 3;
+      const t0 = Date.now();
+      const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
+      expect(Date.now() - t0).toBeLessThan(5_000);
+      expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
+      expect((err as Error).message).toMatch(/exited with code 3/);
+      expect((err as Error).message).toContain('GROVE_PROVIDER is not valid');
+      expect(driver.containers.size).toBe(0);
+      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+    });
+
+    it('a backend that never answers times out after healthTimeoutMs and is undone', async () => {
+      const g = await withProject({ healthTimeoutMs: 400 });
+      driver.behave.listen = false;
+      const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
+      expect((err as Error).message).toMatch(/did not answer \/health within 400 ms/);
+      expect(driver.containers.size).toBe(0);
+      const spawnFailed = (await g.events({ slug: 'demo~x' })).find((e) => e.type === 'spawn_failed');
+      expect(spawnFailed?.data).toMatchObject({ step: 'health', reason: expect.stringContaining('400 ms') as string });
+    });
+
+    it('a fork that fails keeps its branch when it already holds commits', async () => {
+      const g = await withProject({ healthTimeoutMs: 1_500 });
+      driver.behave.listen = false;
+      // Commit on the new branch from "inside" while the fork waits for health.
+      const pending = g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
+      const wt = join(home, 'worktrees', 'demo', 'x');
+      await until(async () => (await eventTypes(g, 'demo~x')).includes('sandbox.started'));
+      writeFileSync(join(wt, 'work.txt'), 'work');
+      const { git } = await import('./test-support/repo.ts');
+      git(wt, 'add', '.');
+      git(wt, 'commit', '-q', '-m', 'work');
+      expect(await pending).toMatchObject({ code: 'spawn_failed' });
+      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/x');
+      expect(existsSync(wt)).toBe(false);
+    });
+
+    it('docker down: 503 docker_unavailable and nothing reserved', async () => {
+      const g = await withProject();
+      driver.behave.down = true;
+      await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'docker_unavailable', status: 503 });
+      expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
+      expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
+      expect(await g.events({ slug: 'demo~x' })).toEqual([]);
+    });
+
+    it('wait=false returns the reservation and finishes in the background', async () => {
+      const g = await withProject();
+      driver.behave.listenDelayMs = 300;
+      const ws = await g.fork({ project: 'demo', name: 'bg' }, { wait: false });
+      expect(ws.state).toBe('creating');
+      expect(await g.capacity()).toMatchObject({ creating: 1 });
+      await expect(g.socketFor('demo~bg')).rejects.toMatchObject({ code: 'workspace_stopped', details: { state: 'creating' } });
+      await until(async () => (await g.get('demo~bg')).state === 'running');
+      expect(await g.capacity()).toMatchObject({ running: 1, creating: 0 });
+    });
+
+    it('wait=false failures land in the row and the events', async () => {
+      const g = await withProject();
+      const ws = await g.fork({ project: 'demo', name: 'bg', from: 'nope' }, { wait: false });
+      expect(ws.state).toBe('creating');
+      await until(async () => (await g.get('demo~bg')).state === 'failed');
+      expect((await g.get('demo~bg')).failureReason).toContain('nope');
+      expect(await eventTypes(g, 'demo~bg')).toContain('spawn_failed');
+    });
+  });
+
+  describe('stop / start / teardown', () => {
+    it('stop keeps everything and frees the slot; start reopens the same worktree, thread and session', async () => {
+      const g = await withProject();
+      await g.fork({ project: 'demo', name: 'w' });
+      const wt = join(home, 'worktrees', 'demo', 'w');
+      writeFileSync(join(wt, 'scratch.txt'), 'keep me');
+      writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
+      driver.behave.agentSessionId = 'sess-123';
+
+      const stopped = await g.stop('demo~w');
+      expect(stopped).toMatchObject({ state: 'stopped', agentSessionId: 'sess-123' });
+      expect(driver.containers.get('demo~w')?.running).toBe(false);
+      expect(await g.capacity()).toMatchObject({ running: 0 });
+      const err = await g.socketFor('demo~w').catch((e: unknown) => e);
+      expect(err).toMatchObject({ code: 'workspace_stopped', status: 409, details: { slug: 'demo~w', state: 'stopped' } });
+      expect((err as Error).message).toContain('POST /api/workspaces/demo~w/start');
+      expect((err as Error).message).toContain('grove start demo~w');
+      expect(await g.stop('demo~w')).toMatchObject({ state: 'stopped' }); // idempotent
+
+      const started = await g.start('demo~w');
+      expect(started).toMatchObject({ state: 'running', agentSessionId: 'sess-123', branch: 'grove/w' });
+      expect(driver.containers.get('demo~w')?.id).toBe('fake-1'); // same container, restarted
+      expect(existsSync(join(wt, 'scratch.txt'))).toBe(true);
+      expect(existsSync(join(home, 'threads', 'demo~w', 'thread.jsonl'))).toBe(true);
+      expect(await eventTypes(g, 'demo~w')).toEqual([
+        'workspace.reserved',
+        'workspace.prepared',
+        'sandbox.started',
+        'workspace.registered',
+        'workspace.stopped',
+        'workspace.reserved',
+        'sandbox.started',
+        'workspace.started',
+      ]);
+      expect(await g.start('demo~w')).toMatchObject({ state: 'running' }); // idempotent
+    });
+
+    it('a failed start leaves the workspace stopped with the reason', async () => {
+      const g = await withProject({ healthTimeoutMs: 300 });
+      await g.fork({ project: 'demo', name: 'w' });
+      await g.stop('demo~w');
+      driver.behave.listen = false;
+      await expect(g.start('demo~w')).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
+      expect(await g.get('demo~w')).toMatchObject({ state: 'stopped', failureReason: expect.stringContaining('/health') as string });
+      expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(true);
+      expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
+      driver.behave.listen = true;
+      expect(await g.start('demo~w')).toMatchObject({ state: 'running', failureReason: null });
+    });
+
+    it('teardown removes container and worktree, archives thread and state, keeps the branch; idempotent', async () => {
+      const g = await withProject();
+      await g.fork({ project: 'demo', name: 'w' });
+      writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
+      writeFileSync(join(home, 'state', 'demo~w', 'session'), 'x');
+      const gone = await g.teardown('demo~w');
+      expect(gone.state).toBe('gone');
+      expect(driver.containers.has('demo~w')).toBe(false);
+      expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(false);
+      expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
+      expect(existsSync(join(home, 'run', 'demo~w'))).toBe(false);
+      expect(existsSync(join(home, 'threads', 'demo~w'))).toBe(false);
+      const archives = ls(join(home, 'archive'));
+      expect(archives).toHaveLength(1);
+      expect(archives[0]).toMatch(/^demo~w-\d{8}T\d{9}Z$/);
+      expect(existsSync(join(home, 'archive', archives[0] ?? '', 'thread', 'thread.jsonl'))).toBe(true);
+      expect(existsSync(join(home, 'archive', archives[0] ?? '', 'state', 'session'))).toBe(true);
+      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/w');
+      const cleaned = (await g.events({ slug: 'demo~w' })).find((e) => e.type === 'workspace.cleaned');
+      expect(cleaned?.data).toMatchObject({ branch: 'grove/w', archive: archives[0] });
+
+      expect(await g.teardown('demo~w')).toMatchObject({ state: 'gone' });
+      await expect(g.socketFor('demo~w')).rejects.toMatchObject({ code: 'workspace_not_found', status: 404 });
+      expect((await g.list()).workspaces).toEqual([]);
+      expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['gone']);
+
+      // The kept branch means a new fork of the same name gets a nonce.
+      const again = await g.fork({ project: 'demo', name: 'w' });
+      expect(again.branch).toMatch(/^grove\/w-[0-9a-f]{4}$/);
+    });
+
+    it('teardown of a stopped and of a failed workspace', async () => {
+      const g = await withProject();
+      await g.fork({ project: 'demo', name: 's' });
+      await g.stop('demo~s');
+      expect((await g.teardown('demo~s')).state).toBe('gone');
+      await g.fork({ project: 'demo', name: 'f', from: 'nope' }).catch(() => undefined);
+      expect((await g.teardown('demo~f')).state).toBe('gone');
+      expect((await g.list()).workspaces).toEqual([]);
+      await expect(g.teardown('demo~never')).rejects.toMatchObject({ code: 'workspace_not_found' });
+    });
+
+    it('teardown while a fork is still creating cancels it and ends gone with nothing left', async () => {
+      const g = await withProject({ healthTimeoutMs: 10_000 });
+      driver.behave.listen = false;
+      await g.fork({ project: 'demo', name: 'half' }, { wait: false });
+      await until(async () => (await eventTypes(g, 'demo~half')).includes('sandbox.started'));
+      const t0 = Date.now();
+      expect((await g.teardown('demo~half')).state).toBe('gone');
+      expect(Date.now() - t0).toBeLessThan(3_000);
+      expect(driver.containers.size).toBe(0);
+      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+      const types = await eventTypes(g, 'demo~half');
+      expect(types).toContain('spawn_failed');
+      expect(types.at(-1)).toBe('workspace.cleaned');
+      expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
+    });
+
+    it('stop and start refuse a workspace in the wrong state', async () => {
+      const g = await withProject();
+      driver.behave.listenDelayMs = 500;
+      await g.fork({ project: 'demo', name: 'c' }, { wait: false });
+      await expect(g.stop('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
+      await expect(g.start('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
+      await expect(g.stop('demo~none')).rejects.toMatchObject({ code: 'workspace_not_found' });
+      await until(async () => (await g.get('demo~c')).state === 'running');
+    });
+
+    it('socketFor marks activity at most once per few seconds', async () => {
+      const g = await withProject();
+      await g.fork({ project: 'demo', name: 'a' });
+      const first = (await g.get('demo~a')).lastActivityAt;
+      await new Promise((r) => setTimeout(r, 5));
+      await g.socketFor('demo~a');
+      const touched = (await g.get('demo~a')).lastActivityAt;
+      expect(touched).not.toBe(first);
+      await new Promise((r) => setTimeout(r, 5));
+      for (let i = 0; i < 50; i++) await g.socketFor('demo~a');
+      expect((await g.get('demo~a')).lastActivityAt).toBe(touched);
+    });
+  });
+
+  describe('a sandbox that dies on its own', () => {
+    it('is marked stopped with the reason at once, frees its slot, and reopens', async () => {
+      const g = await withProject({ maxRunning: 1 });
+      await g.reconcile(); // starts following sandbox events
+      await g.fork({ project: 'demo', name: 'a' });
+      await driver.kill('demo~a', 137);
+      await until(async () => (await g.get('demo~a')).state === 'stopped');
+      expect(await g.get('demo~a')).toMatchObject({ failureReason: 'the sandbox stopped unexpectedly: it exited with code 137' });
+      expect(await eventTypes(g, 'demo~a')).toContain('sandbox.died');
+      expect((await g.list()).capacity).toMatchObject({ running: 0, cap: 1 });
+      await g.start('demo~a');
+      expect(await g.get('demo~a')).toMatchObject({ state: 'running', failureReason: null });
+    });
+
+    it('leaves a workspace Grove stopped itself alone', async () => {
+      const g = await withProject();
+      await g.reconcile();
+      await g.fork({ project: 'demo', name: 'b' });
+      await g.stop('demo~b');
+      await driver.kill('demo~b', 0); // a late death notice for the stop
+      await new Promise((r) => setTimeout(r, 50));
+      expect(await g.get('demo~b')).toMatchObject({ state: 'stopped', failureReason: null });
+      expect(await eventTypes(g, 'demo~b')).not.toContain('sandbox.died');
+    });
+  });
+
+  describe('reconcile', () => {
+    it('repairs rows, containers, worktrees and locks after a crash', async () => {
+      const g1 = await withProject({ maxRunning: 8 });
+      await g1.fork({ project: 'demo', name: 'alive' });
+      await g1.fork({ project: 'demo', name: 'vanished' });
+      await g1.fork({ project: 'demo', name: 'dead' });
+      await g1.fork({ project: 'demo', name: 'halfgone' });
+      await g1.close();
+      groves.splice(0);
+
+      // What a crash leaves behind, written by hand:
+      const repo = join(home, 'repos', 'demo');
+      const now = new Date().toISOString();
+      // - a teardown interrupted mid-way, and a fork interrupted mid-way: row creating, worktree added, container up
+      await writeRegistry({
+        setState: { slug: 'demo~halfgone', state: 'tearing-down' },
+        insert: [{ slug: 'demo~crashed', project: 'demo', name: 'crashed', branch: 'grove/crashed', baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }],
+      });
+      const base = (await resolveCommit(repo, 'main')) ?? '';
+      const wt = await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
+      mkdirSync(join(home, 'run', 'demo~crashed'), { recursive: true });
+      await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(home, 'run', 'demo~crashed'), gitAdminDir: wt.adminDir });
+      // - a container whose workspace the registry no longer knows
+      mkdirSync(join(tmp, 'orphan-run'));
+      await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~orphan', runDir: join(tmp, 'orphan-run') });
+      // - containers that died or disappeared while we were down
+      await driver.kill('demo~dead', 137);
+      await driver.remove('demo~vanished');
+      // - a worktree no row owns, and a lock held by a dead process
+      await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'stray'), branch: 'grove/stray', base });
+      const { spawn } = await import('node:child_process');
+      const c = spawn(process.execPath, ['-e', '']);
+      await new Promise((r) => c.on('exit', r));
+      writeFileSync(join(home, 'locks', 'demo.lock'), JSON.stringify({ pid: c.pid, at: now }));
+
+      const g2 = await open({ gitLockTimeoutMs: 500, maxRunning: 8 });
+      await g2.reconcile();
+
+      expect(existsSync(join(home, 'locks', 'demo.lock'))).toBe(false);
+      const states = Object.fromEntries((await g2.list({ includeGone: true })).workspaces.map((w) => [w.slug, w.state]));
+      expect(states).toEqual({ 'demo~alive': 'running', 'demo~vanished': 'stopped', 'demo~dead': 'stopped', 'demo~halfgone': 'gone', 'demo~crashed': 'failed' });
+      expect(await g2.get('demo~crashed')).toMatchObject({ failureReason: 'interrupted by a server restart' });
+      expect([...driver.containers.keys()].sort()).toEqual(['demo~alive', 'demo~dead']);
+      expect(ls(join(home, 'worktrees', 'demo')).sort()).toEqual(['alive', 'dead', 'vanished']);
+      expect(branches(repo)).not.toContain('grove/crashed');
+      expect(branches(repo)).toContain('grove/stray'); // worktree removed, branch (maybe work) kept
+      expect(existsSync(join(home, 'run', 'demo~crashed'))).toBe(false);
+      const reconciled = (await g2.events({ limit: 1000 })).filter((e) => e.type === 'workspace.reconciled');
+      expect(reconciled.map((e) => `${e.slug}:${String(e.data.action ?? e.data.to)}`).sort()).toEqual([
+        'demo~crashed:failed',
+        'demo~dead:stopped',
+        'demo~halfgone:gone',
+        'demo~orphan:removed-orphan-container',
+        'demo~stray:removed-orphan-worktree',
+        'demo~vanished:stopped',
+      ]);
+      // Reconciling again finds nothing to do.
+      const count = (await g2.events({ limit: 1000 })).length;
+      await g2.reconcile();
+      expect((await g2.events({ limit: 1000 })).length).toBe(count);
+      // The crashed slug is free again.
+      expect((await g2.fork({ project: 'demo', name: 'crashed' })).state).toBe('running');
+    });
+  });
+
+  describe('saved work (teardown never loses work)', () => {
+    const repo = (): string => join(home, 'repos', 'demo');
+
+    /** Modified, staged, untracked, ignored and deleted files in a worktree; returns what must come back. */
+    function dirty(wt: string): Record<string, Buffer | null> {
+      writeFileSync(join(wt, 'README.md'), '# edited\n');
+      writeFileSync(join(wt, 'staged.txt'), 'staged\n');
+      git(wt, 'add', 'staged.txt');
+      mkdirSync(join(wt, 'src'), { recursive: true });
+      writeFileSync(join(wt, 'src', 'new.bin'), Buffer.from([0, 159, 146, 150, 255]));
+      writeFileSync(join(wt, '.gitignore'), 'build/\n');
+      mkdirSync(join(wt, 'build'));
+      writeFileSync(join(wt, 'build', 'out.js'), 'ignored');
+      rmSync(join(wt, 'app.txt'));
+      return {
+        'README.md': Buffer.from('# edited\n'),
+        'staged.txt': Buffer.from('staged\n'),
+        'src/new.bin': Buffer.from([0, 159, 146, 150, 255]),
+        '.gitignore': Buffer.from('build/\n'),
+        'build/out.js': null,
+        'app.txt': null,
+      };
+    }
+
+    function expectFiles(wt: string, files: Record<string, Buffer | null>): void {
+      for (const [f, content] of Object.entries(files)) {
+        if (content === null) expect(existsSync(join(wt, f)), f).toBe(false);
+        else expect(readFileSync(join(wt, f)).equals(content), f).toBe(true);
+      }
+    }
+
+    it('teardown saves uncommitted, staged and untracked files to a recovery ref; restore brings them back byte for byte', async () => {
+      const g = await withProject();
+      const ws = await g.fork({ project: 'demo', name: 'w' });
+      const tip = git(repo(), 'rev-parse', 'refs/heads/grove/w');
+      const files = dirty(join(home, 'worktrees', 'demo', 'w'));
+      await g.teardown('demo~w');
+
+      const events = await g.events({ slug: 'demo~w' });
+      const saved = events.find((e) => e.type === 'workspace.saved');
+      expect(saved?.data).toMatchObject({ reason: 'teardown', ref: 'refs/grove/demo+w/teardown/1', reused: false });
+      expect(events.find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBe('refs/grove/demo+w/teardown/1');
+      // Saved before the worktree was removed; the branch did not move.
+      expect(events.findIndex((e) => e.type === 'workspace.saved')).toBeLessThan(events.findIndex((e) => e.type === 'workspace.cleaned'));
+      expect(git(repo(), 'rev-parse', 'refs/heads/grove/w')).toBe(tip);
+      expect(ws.branch).toBe('grove/w');
+      expect(await g.savedWork('demo~w')).toEqual([{ ref: 'refs/grove/demo+w/teardown/1', n: 1, commit: saved?.data.commit }]);
+
+      const back = await g.restore('demo~w', { name: 'w-back' });
+      expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove/demo+w/teardown/1', branch: 'grove/w-back' });
+      expectFiles(join(home, 'worktrees', 'demo', 'w-back'), files);
+      // The new branch starts at the saved commit, whose parent is the old branch's tip: history is kept.
+      expect(git(repo(), 'rev-parse', 'refs/heads/grove/w-back^')).toBe(tip);
+    });
+
+    it('a clean teardown saves nothing; restore explains what is missing', async () => {
+      const g = await withProject();
+      await g.fork({ project: 'demo', name: 'clean' });
+      await g.teardown('demo~clean');
+      const types = await eventTypes(g, 'demo~clean');
+      expect(types).not.toContain('workspace.saved');
+      expect((await g.events({ slug: 'demo~clean' })).find((e) => e.type === 'workspace.cleaned')?.data.recoveryRef).toBeNull();
+      await expect(g.restore('demo~clean', { name: 'x' })).rejects.toMatchObject({ code: 'not_found', status: 404 });
+      await expect(g.restore('demo~clean', { name: 'Bad' })).rejects.toMatchObject({ code: 'invalid_name' });
+      await expect(g.restore('nope~clean', { name: 'x' })).rejects.toMatchObject({ code: 'project_not_found' });
+    });
+
+    it('a crash between saving and removing loses nothing: reconcile finishes the teardown and reuses the same ref', async () => {
+      const g1 = await withProject();
+      await g1.fork({ project: 'demo', name: 'crash' });
+      const wt = join(home, 'worktrees', 'demo', 'crash');
+      const files = dirty(wt);
+      const realRemove = driver.remove.bind(driver);
+      driver.remove = async () => {
+        throw new Error('killed right after the work was saved');
+      };
+      await expect(g1.teardown('demo~crash')).rejects.toThrow(/killed/);
+      driver.remove = realRemove;
+      expect((await g1.get('demo~crash')).state).toBe('tearing-down');
+      expect(existsSync(wt)).toBe(true);
+      expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+      await g1.close();
+      groves.splice(0);
+
+      const g2 = await open();
+      await g2.reconcile();
+      expect((await g2.get('demo~crash')).state).toBe('gone');
+      expect(existsSync(wt)).toBe(false);
+      expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+      const saves = (await g2.events({ slug: 'demo~crash' })).filter((e) => e.type === 'workspace.saved');
+      expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
+      await g2.restore('demo~crash', { name: 'crash-back' });
+      expectFiles(join(home, 'worktrees', 'demo', 'crash-back'), files);
+    });
+
+    it('reconcile saves the work of an orphan worktree before removing it', async () => {
+      const g1 = await withProject();
+      await g1.close();
+      groves.splice(0);
+      const base = (await resolveCommit(repo(), 'main')) ?? '';
+      const wt = join(home, 'worktrees', 'demo', 'stray');
+      await ensureWorktree(repo(), { path: wt, branch: 'grove/stray', base });
+      writeFileSync(join(wt, 'left.txt'), 'left behind');
+      const g2 = await open();
+      await g2.reconcile();
+      expect(existsSync(wt)).toBe(false);
+      expect(git(repo(), 'show', 'refs/grove/demo+stray/teardown/1:left.txt')).toBe('left behind');
+      expect(git(repo(), 'rev-parse', 'refs/grove/demo+stray/teardown/1^')).toBe(base);
+    });
+
+    it('an interrupted fork rolls back its branch only when it holds no commits beyond its base', async () => {
+      const g1 = await withProject({ maxRunning: 8 });
+      await g1.close();
+      groves.splice(0);
+      const base = (await resolveCommit(repo(), 'main')) ?? '';
+      const now = new Date().toISOString();
+      await writeRegistry({
+        insert: ['empty', 'worked'].map((name) => ({ slug: `demo~${name}`, project: 'demo', name, branch: `grove/${name}`, baseRef: 'main', state: 'creating' as const, createdAt: now, updatedAt: now })),
+      });
+      await ensureWorktree(repo(), { path: join(home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
+      const worked = join(home, 'worktrees', 'demo', 'worked');
+      await ensureWorktree(repo(), { path: worked, branch: 'grove/worked', base });
+      writeFileSync(join(worked, 'commit.txt'), 'committed');
+      git(worked, 'add', '.');
+      git(worked, 'commit', '-q', '-m', 'unpushed work');
+      const g2 = await open({ maxRunning: 8 });
+      await g2.reconcile();
+      expect(branches(repo())).not.toContain('grove/empty');
+      expect(branches(repo())).toContain('grove/worked');
+      expect(git(repo(), 'show', 'grove/worked:commit.txt')).toBe('committed');
+    });
   });
 });
