@@ -137,7 +137,17 @@ export async function openPostgres(opts: PostgresOptions): Promise<PgHandle> {
     db: drizzlePg(pool, { schema: pgSchema }),
     session: async () => {
       const client = await sessions.connect();
-      return { db: drizzlePg(client, { schema: pgSchema }), release: (destroy) => client.release(destroy === true) };
+      // A checked-out client has no pool listener: without this, its connection dropping (the server restarting
+      // while a lock is held) would be an uncaught 'error' event. Its next query fails, and the holder closes it.
+      const onError = (err: Error): void => opts.onPoolError?.(err);
+      client.on('error', onError);
+      return {
+        db: drizzlePg(client, { schema: pgSchema }),
+        release: (destroy) => {
+          client.off('error', onError);
+          client.release(destroy === true);
+        },
+      };
     },
     close: async () => {
       if (closed) return;
