@@ -42,7 +42,7 @@ const HOLD_NS = 0x67726f70;
  * A slug's hold key: 32-bit FNV-1a of its bytes, as a signed int4. Slugs are keys rather than row ids because a
  * fork is held before its row exists. Two slugs that collide only wait for (or are skipped as held by) each other.
  */
-export function holdKey(slug: string): number {
+function holdKey(slug: string): number {
   let h = 0x811c9dc5;
   for (const b of Buffer.from(slug, 'utf8')) {
     h ^= b;
