@@ -43,7 +43,11 @@ beforeEach(() => {
   source = makeSourceRepo(join(tmp, 'src'));
   driver = new FakeDriver();
 });
+/** Opens the fake engine's gate (holdEnsure) when a test failed with a fork waiting on it: close() would wait for it. */
+let ungate: (() => void) | undefined;
 afterEach(async () => {
+  ungate?.();
+  ungate = undefined;
   for (const g of groves.splice(0)) await g.close();
   await driver.closeAll();
   rmSync(tmp, { recursive: true, force: true });
@@ -240,6 +244,62 @@ describe('two servers on one PostgreSQL registry', () => {
     expect(same.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect(same.find((r) => r.status === 'rejected')).toMatchObject({ reason: { code: 'workspace_exists' } });
     expect((await a.list()).workspaces.filter((w) => w.name === 'same')).toMatchObject([{ state: 'queued', queuePosition: 1 }]);
+  });
+});
+
+describe('two servers on one PostgreSQL registry: reconcile leaves the other server\'s operations alone', () => {
+  beforeEach(usePostgres);
+
+  /** Make the fake engine's ensure wait until the returned function is called (the fork is held before its container). */
+  function holdEnsure(): () => void {
+    let go!: () => void;
+    driver.behave.ensureGate = new Promise<void>((r) => (go = r));
+    ungate = () => {
+      driver.behave.ensureGate = undefined;
+      go();
+    };
+    return ungate;
+  }
+
+  it('a server starting while another is in the middle of a fork does not roll the fork back', async () => {
+    const a = await withProject({ maxRunning: 2 });
+    const go = holdEnsure();
+    const fork = a.fork({ project: 'demo', name: 'w' });
+    await until(async () => driver.calls.includes('ensure demo~w'));
+    expect(driver.containers.has('demo~w')).toBe(false);
+
+    // The second server shares the home, the engine and the database, and reconciles as it starts.
+    const b = await open({ maxRunning: 2 });
+    await b.reconcile();
+    expect(await state(b, 'demo~w')).toBe('creating');
+    const types = (await b.events({ slug: 'demo~w' })).map((e) => e.type);
+    expect(types).not.toContain('spawn_failed');
+    expect(types).not.toContain('workspace.reconciled');
+    expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(true);
+
+    go();
+    expect(await fork).toMatchObject({ state: 'running' });
+    expect(await state(b, 'demo~w')).toBe('running');
+    // Once the fork is done the row is the second server's to reconcile too: nothing to change.
+    await b.reconcile();
+    expect(await state(b, 'demo~w')).toBe('running');
+  });
+
+  it('nor a fork the line promoted', async () => {
+    const a = await withProject();
+    await a.fork({ project: 'demo', name: 'x' });
+    await a.fork(queue('y'));
+    const go = holdEnsure();
+    await a.stop('demo~x');
+    await until(async () => driver.calls.includes('ensure demo~y'));
+
+    const b = await open();
+    await b.reconcile();
+    expect(await state(b, 'demo~y')).toBe('creating');
+    expect((await b.events({ slug: 'demo~y' })).map((e) => e.type)).not.toContain('spawn_failed');
+
+    go();
+    await until(async () => (await state(a, 'demo~y')) === 'running');
   });
 });
 

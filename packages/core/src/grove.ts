@@ -66,7 +66,7 @@ import { KeyedMutex } from './mutex.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
 import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
-import type { Registry } from './registry.ts';
+import type { Registry, Release } from './registry.ts';
 import { openRegistry } from './store.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
@@ -99,6 +99,15 @@ interface Undo {
   worktree: boolean;
   branchCreated: boolean;
   baseCommit: string | null;
+}
+
+/** Run fn, then end the hold (a Release never rejects). */
+async function releasing<T>(release: Release, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } finally {
+    await release();
+  }
 }
 
 function reasonOf(e: unknown): string {
@@ -479,20 +488,31 @@ class GroveImpl implements Grove {
     // the live-slug unique index serializes those.
     const repo = this.paths.repo(c.project.name);
     const branch = c.isDefault ? 'grove/default' : await this.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
-    const { row, capacity, position } = await this.store.reserveNew(
-      { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef, keepCheckoutOnClose: c.keepCheckoutOnClose ?? null },
-      this.opts.maxRunning,
-      { queue: c.queue },
-    );
+    // Held from before the row is creating until runCreate has moved it on, so another server's reconcile never
+    // sees this fork creating and unheld (and rolls it back as interrupted) while this process lives.
+    const release = await this.store.holdOperation(slug);
+    let reserved: Awaited<ReturnType<Registry['reserveNew']>>;
+    try {
+      reserved = await this.store.reserveNew(
+        { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef, keepCheckoutOnClose: c.keepCheckoutOnClose ?? null },
+        this.opts.maxRunning,
+        { queue: c.queue },
+      );
+    } catch (e) {
+      await release();
+      throw e;
+    }
+    const { row, capacity, position } = reserved;
     if (position !== null) {
       // Nothing is made for a queued workspace until promoteQueue gives it a slot (then runCreate as below).
+      await release();
       await this.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: c.baseRef, ...capacity });
       return toWorkspace(row, position);
     }
     this.emitSoon(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
     // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
     const abort = new AbortController();
-    const task = this.slugs.run(slug, () => this.runCreate(row, abort.signal));
+    const task = this.slugs.run(slug, () => releasing(release, () => this.runCreate(row, abort.signal)));
     this.track(slug, abort, task);
     if (c.wait) return task;
     task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
@@ -524,13 +544,16 @@ class GroveImpl implements Grove {
         return;
       }
       if (!next) return;
-      const { row, capacity } = next;
+      // The promoted row comes held; its fork or start releases it.
+      const { row, capacity, release } = next;
       // A row with a worktree was stopped and queued to reopen (a queued fork gets its worktree in runCreate).
       const reopen = row.worktreePath !== null;
       this.emitSoon(row.slug, 'workspace.promoted', { workspaceId: row.id, op: reopen ? 'start' : 'fork', ...capacity });
       if (!reopen) this.emitSoon(row.slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch: row.branch, base: row.baseRef, ...capacity });
       const abort = new AbortController();
-      const task = this.slugs.run(row.slug, () => (reopen ? this.runStart(row.id, abort.signal, { row, capacity }) : this.runCreate(row, abort.signal)));
+      const task = this.slugs.run(row.slug, () =>
+        releasing(release, () => (reopen ? this.runStart(row.id, abort.signal, { row, capacity }) : this.runCreate(row, abort.signal))),
+      );
       this.track(row.slug, abort, task);
       task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
     }
@@ -686,7 +709,8 @@ class GroveImpl implements Grove {
       return this.stopAs(slug, reason); // promoted meanwhile: stop it as usual
     }
     if (row.state !== 'running') throw invalidState(row, 'stop');
-    const stopped = await this.slugs.run(slug, async () => {
+    // Held while the container stops under a running row: another server's reconcile would take it for dead.
+    const stopped = await this.slugs.run(slug, () => this.holding(slug, async () => {
       const cur = await this.store.byId(row.id);
       if (!cur) throw notFound(slug);
       if (cur.state === 'stopped') return toWorkspace(cur);
@@ -700,7 +724,7 @@ class GroveImpl implements Grove {
       if (!done) throw invalidState((await this.store.byId(cur.id)) ?? cur, 'stop');
       await this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
       return toWorkspace(done);
-    });
+    }));
     await this.promoteQueue();
     return stopped;
   }
@@ -762,7 +786,7 @@ class GroveImpl implements Grove {
       }
     }
     const abort = new AbortController();
-    const task = this.slugs.run(slug, () => this.runStart(row.id, abort.signal));
+    const task = this.slugs.run(slug, () => this.holding(slug, () => this.runStart(row.id, abort.signal)));
     this.track(slug, abort, task);
     return task;
   }
@@ -824,7 +848,7 @@ class GroveImpl implements Grove {
     if (!(await this.store.live(slug)) && !(await this.store.latest(slug))) throw notFound(slug);
     // A half-done fork or start of this slug stops at its next step and rolls back; then we clean up.
     this.inflight.get(slug)?.abort.abort(new Error('cancelled by teardown'));
-    return this.slugs.run(slug, () => this.runTeardown(slug));
+    return this.slugs.run(slug, () => this.holding(slug, () => this.runTeardown(slug)));
   }
 
   private async runTeardown(slug: string): Promise<Workspace> {
@@ -1125,12 +1149,20 @@ class GroveImpl implements Grove {
     );
     const released = await this.lock.releaseStale();
     const containers = await this.opts.driver.list();
-    const bySlug = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
+    let held = 0;
     for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue; // this process is working on it right now
       try {
-        if (await this.slugs.run(row.slug, () => this.reconcileRow(row.id, bySlug.get(row.slug)))) touched++;
+        const changed = await this.slugs.run(row.slug, () =>
+          this.reconcileHeld(row.slug, async () => {
+            // Inspected now, under the hold: an operation that finished since the listing above made or removed it.
+            const container = (await this.opts.driver.inspect(row.slug)) ?? undefined;
+            return this.reconcileRow(row.id, container);
+          }),
+        );
+        if (changed === null) held++;
+        else if (changed) touched++;
       } catch (e) {
         this.log.error({ err: e, slug: row.slug }, `reconcile of ${row.slug} failed: ${reasonOf(e)}`);
       }
@@ -1139,9 +1171,14 @@ class GroveImpl implements Grove {
     for (const c of await this.opts.driver.list()) {
       if ((await this.store.live(c.slug)) || this.inflight.has(c.slug)) continue;
       try {
-        await this.opts.driver.remove(c.slug);
-        await this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
-        touched++;
+        // A fork of this slug elsewhere is held from before its row exists: its container is not an orphan.
+        const removed = await this.reconcileHeld(c.slug, async () => {
+          if (await this.store.live(c.slug)) return false;
+          await this.opts.driver.remove(c.slug);
+          await this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
+          return true;
+        });
+        if (removed) touched++;
       } catch (e) {
         this.log.error({ err: e, slug: c.slug }, 'could not remove an orphan container');
       }
@@ -1157,7 +1194,7 @@ class GroveImpl implements Grove {
     await this.reconcileHostServices();
     // From now on the server serves: fetch projects and follow published workspaces' pull requests.
     this.flow.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
-    this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, locksReleased: released.length }, 'reconciled');
+    this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, held, locksReleased: released.length }, 'reconciled');
     // The line survives a restart (queued rows keep their queue_seq); slots freed while we were down go to it now.
     await this.promoteQueue();
   }
@@ -1166,7 +1203,8 @@ class GroveImpl implements Grove {
    * A sandbox died on its own (crash, OOM kill of its backend, `docker kill`): mark the workspace
    * stopped with the reason now, not at the next restart, and free its slot. Its worktree, branch and
    * thread are untouched, so reopening it is the way back. Grove's own stop and teardown hold the
-   * slug's mutex while the container dies, so by the time this runs their row is no longer `running`.
+   * slug's mutex while the container dies, so by the time this runs their row is no longer `running`;
+   * another server's (the engine is shared) hold the slug, and the event is left to them.
    */
   private async onSandboxEvent(e: SandboxEvent): Promise<void> {
     if (this.closed) return;
@@ -1181,7 +1219,7 @@ class GroveImpl implements Grove {
         await this.emit(slug, 'sandbox.oom', { workspaceId: row.id, limitBytes: this.limits.memoryBytes });
         return;
       }
-      await this.slugs.run(slug, async () => {
+      await this.slugs.run(slug, () => this.reconcileHeld(slug, async () => {
         const row = await this.store.live(slug);
         if (!row || row.state !== 'running' || this.closed) return;
         const info = await this.opts.driver.inspect(slug);
@@ -1193,7 +1231,7 @@ class GroveImpl implements Grove {
         if (!done) return;
         this.log.warn({ slug, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false }, reason);
         await this.emit(slug, 'sandbox.died', { workspaceId: row.id, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false, reason });
-      });
+      }));
     } catch (err) {
       this.log.error({ err, slug }, `could not record the death of ${slug}'s sandbox: ${reasonOf(err)}`);
     }
@@ -1341,6 +1379,24 @@ class GroveImpl implements Grove {
     await this.host.closeAll();
     await this.gates.closeAll();
     await this.store.close();
+  }
+
+  /** Run an operation that moves the slug's row through transient states, holding it (Registry.holdOperation). */
+  private async holding<T>(slug: string, fn: () => Promise<T>): Promise<T> {
+    return releasing(await this.store.holdOperation(slug), fn);
+  }
+
+  /**
+   * Run fn on a slug unless an operation holds it (another server's fork, start, stop or teardown; this process's
+   * own are skipped by the callers through `inflight` and the slug's mutex): then it is left alone, and null.
+   */
+  private async reconcileHeld<T>(slug: string, fn: () => Promise<T>): Promise<T | null> {
+    const release = await this.store.tryHoldForReconcile(slug);
+    if (!release) {
+      this.log.info({ slug }, `reconcile left ${slug} alone: an operation on it is in flight`);
+      return null;
+    }
+    return releasing(release, fn);
   }
 
   private assertOpen(): void {

@@ -23,8 +23,24 @@ export interface EventQuery {
   type?: string;
 }
 
+/** Ends a hold (holdOperation, tryHoldForReconcile). Never rejects; calling it again does nothing. */
+export type Release = () => Promise<void>;
+
 export interface Registry {
   readonly dialect: 'sqlite' | 'postgres';
+  /**
+   * Mark an operation on the workspace named slug as in flight, for other processes sharing this registry, until
+   * the returned release: taken before the operation moves the row into a transient state (creating, tearing-down,
+   * a stop on its way) and released once the row has left it. Waits while another process holds the slug; holds of
+   * one slug in this process share one lock. A process that dies loses its holds with its connection, so what it
+   * left half done is reconcile's again.
+   */
+  holdOperation(slug: string): Promise<Release>;
+  /**
+   * Hold slug for reconcile, without waiting: null when an operation holds it (in another process or this one), and
+   * the row must be left alone. Release it when done with the row.
+   */
+  tryHoldForReconcile(slug: string): Promise<Release | null>;
   project(name: string): Promise<ProjectRow | undefined>;
   projects(): Promise<ProjectRow[]>;
   /** Insert the project unless it exists; returns the stored row. */
@@ -47,9 +63,11 @@ export interface Registry {
   /**
    * Give a free slot to the first in line, atomically: queued -> creating when running + creating < cap.
    * Undefined when no slot is free or nobody waits. Two frees (in this process or another) never promote the same
-   * row twice nor exceed the cap.
+   * row twice nor exceed the cap. The promoted row comes held (holdOperation) from the moment it is creating, so no
+   * reconcile elsewhere takes it for an interrupted fork; its fork or start releases it. A row another process holds
+   * (it is cancelling it, or racing a fork of its name) is passed over for the next in line.
    */
-  promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity } | undefined>;
+  promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; release: Release } | undefined>;
   /**
    * Reserve a slot for a new workspace atomically: a live row with the slug -> workspace_exists; no free slot
    * (see slotFree) -> capacity_reached, or with `queue` the row is inserted as queued at the end of the line

@@ -4,10 +4,12 @@
  * capacity check and the write it allows are atomic across processes (two servers never exceed the cap between
  * them); a reopen also locks its row (FOR UPDATE) so a concurrent teardown cannot slip between check and write.
  * The live-slug unique index decides a race for a name; its violation (23505) is the same workspace_exists as in SQLite.
+ * Operation holds (holdOperation) are session-level advisory locks on connections of their own, so another server's
+ * reconcile can see that a workspace is being moved by a live process, and a dead process's holds end with it.
  */
 import type { Capacity, GroveEvent } from '@grove/contracts';
 import { pgTables } from '@grove/db';
-import type { PgDb, PgHandle, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
+import type { PgDb, PgHandle, PgSession, ProjectRow, WorkspaceRow, WorkspaceStateValue } from '@grove/db';
 import { and, asc, count, desc, eq, gt, inArray, max, sql } from 'drizzle-orm';
 import {
   COUNTED_STATES,
@@ -21,7 +23,7 @@ import {
   slotFree,
   toEvent,
 } from './registry.ts';
-import type { EventQuery, NewWorkspace, Registry, WorkspacePatch } from './registry.ts';
+import type { EventQuery, NewWorkspace, Registry, Release, WorkspacePatch } from './registry.ts';
 
 const { events, projects, workspaces } = pgTables;
 
@@ -30,6 +32,37 @@ type Q = PgDb | Tx;
 
 /** pg_advisory_xact_lock key of the slot ledger ("grovecap"): every transaction that takes or queues for a slot holds it. */
 const SLOT_LOCK = sql`SELECT pg_advisory_xact_lock(${'7454127839443657072'}::bigint)`;
+/**
+ * Namespace of operation holds ("grop"), the first key of pg_advisory_lock(int4, int4); the second is holdKey(slug).
+ * PostgreSQL keeps two-key and one-key advisory locks apart, so these never meet SLOT_LOCK or the migration lock.
+ */
+const HOLD_NS = 0x67726f70;
+
+/**
+ * A slug's hold key: 32-bit FNV-1a of its bytes, as a signed int4. Slugs are keys rather than row ids because a
+ * fork is held before its row exists. Two slugs that collide only wait for (or are skipped as held by) each other.
+ */
+function holdKey(slug: string): number {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(slug, 'utf8')) {
+    h ^= b;
+    h = Math.imul(h, 0x01000193);
+  }
+  return h | 0;
+}
+
+const lockSql = (slug: string) => sql`SELECT pg_advisory_lock(${HOLD_NS}::int4, ${holdKey(slug)}::int4)`;
+const tryLockSql = (slug: string) => sql`SELECT pg_try_advisory_lock(${HOLD_NS}::int4, ${holdKey(slug)}::int4) AS ok`;
+const unlockSql = (slug: string) => sql`SELECT pg_advisory_unlock(${HOLD_NS}::int4, ${holdKey(slug)}::int4)`;
+
+/** This process's hold of one slug: one session lock shared by its operations (n), so they never wait for each other. */
+interface Held {
+  n: number;
+  /** Resolves once the lock is taken (it may wait for another process). */
+  ready: Promise<PgSession>;
+  held: boolean;
+}
+
 /** How long the proxy may route on a cached row (Registry.route). */
 export const ROUTE_CACHE_MS = 1_000;
 const ROUTE_CACHE_MAX = 4_096;
@@ -40,6 +73,9 @@ export class PgStore implements Registry {
   private readonly routes = new Map<string, { row: WorkspaceRow | undefined; at: number }>();
   /** addEvent's inserts, one after the other: a pool would otherwise number concurrent events out of call order. */
   private eventChain: Promise<unknown> = Promise.resolve();
+  private readonly holds = new Map<string, Held>();
+  /** Every session out of the session pool (holds, reconcile's tries), so close() can end them and their locks. */
+  private readonly sessions = new Set<PgSession>();
 
   constructor(private readonly handle: PgHandle) {
     this.db = handle.db;
@@ -169,20 +205,162 @@ export class PgStore implements Registry {
     return cur;
   }
 
-  async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity } | undefined> {
-    return this.slotTx(async (tx) => {
-      const c = await this.capacityIn(tx, cap);
-      if (c.running + c.creating >= cap || c.queued === 0) return undefined;
-      const [first] = await this.queueOf(tx);
-      if (!first) return undefined;
-      const [row] = await tx
-        .update(workspaces)
-        .set({ state: 'creating', queueSeq: null, updatedAt: nowIso() })
-        .where(and(eq(workspaces.id, first.id), eq(workspaces.state, 'queued')))
-        .returning();
-      if (!row) return undefined;
-      return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 } };
-    });
+  async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; release: Release } | undefined> {
+    // The transaction runs on a session of its own: the promoted row's hold is taken in it, before the commit that
+    // makes the row creating for everyone, and it outlives the commit (session-level), so no reconcile elsewhere
+    // ever sees this row creating and unheld while we live.
+    const s = await this.session();
+    let shared: Release | undefined;
+    let out: { row: WorkspaceRow; capacity: Capacity } | undefined;
+    try {
+      out = await s.db.transaction(async (tx) => {
+        await tx.execute(SLOT_LOCK);
+        const c = await this.capacityIn(tx, cap);
+        if (c.running + c.creating >= cap || c.queued === 0) return undefined;
+        for (const cand of await this.queueOf(tx)) {
+          const mine = this.holds.get(cand.slug);
+          // Being taken here and waiting for another process: that process is working on this row.
+          if (mine && !mine.held) continue;
+          if (mine) {
+            mine.n++;
+            shared = this.releaser(cand.slug, mine);
+          } else {
+            const [r] = (await tx.execute<{ ok: boolean }>(tryLockSql(cand.slug))).rows;
+            if (r?.ok !== true) continue;
+          }
+          const [row] = await tx
+            .update(workspaces)
+            .set({ state: 'creating', queueSeq: null, updatedAt: nowIso() })
+            .where(and(eq(workspaces.id, cand.id), eq(workspaces.state, 'queued')))
+            .returning();
+          if (row) return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 } };
+          // Left the line meanwhile (a cancel does not take the slot lock): let it go and look further.
+          if (shared) await shared();
+          else await tx.execute(unlockSql(cand.slug));
+          shared = undefined;
+        }
+        return undefined;
+      });
+    } catch (e) {
+      // A session lock taken in a transaction survives its rollback: closing the session ends it.
+      this.endSession(s, true);
+      if (shared) await shared();
+      throw e;
+    } finally {
+      this.routes.clear();
+    }
+    if (!out || shared) {
+      this.endSession(s, false);
+      return out && shared ? { ...out, release: shared } : undefined;
+    }
+    const slug = out.row.slug;
+    if (this.holds.has(slug)) {
+      // An operation here started waiting for the slug after our lock was taken; it waits for this release.
+      let done = false;
+      return {
+        ...out,
+        release: async () => {
+          if (done) return;
+          done = true;
+          await this.unlock(s, slug);
+        },
+      };
+    }
+    const held: Held = { n: 1, ready: Promise.resolve(s), held: true };
+    this.holds.set(slug, held);
+    return { ...out, release: this.releaser(slug, held) };
+  }
+
+  async holdOperation(slug: string): Promise<Release> {
+    let h = this.holds.get(slug);
+    if (!h) {
+      const entry: Held = { n: 0, ready: this.lockWaiting(slug), held: false };
+      this.holds.set(slug, entry);
+      entry.ready.then(
+        () => (entry.held = true),
+        () => {
+          if (this.holds.get(slug) === entry) this.holds.delete(slug);
+        },
+      );
+      h = entry;
+    }
+    h.n++;
+    try {
+      await h.ready;
+    } catch (e) {
+      h.n--;
+      throw e;
+    }
+    return this.releaser(slug, h);
+  }
+
+  async tryHoldForReconcile(slug: string): Promise<Release | null> {
+    // An operation of this process holds it, or is waiting for it.
+    if (this.holds.has(slug)) return null;
+    const s = await this.session();
+    let ok: boolean;
+    try {
+      const [r] = (await s.db.execute<{ ok: boolean }>(tryLockSql(slug))).rows;
+      ok = r?.ok === true;
+    } catch (e) {
+      this.endSession(s, true);
+      throw e;
+    }
+    if (!ok) {
+      this.endSession(s, false);
+      return null;
+    }
+    let done = false;
+    return async () => {
+      if (done) return;
+      done = true;
+      await this.unlock(s, slug);
+    };
+  }
+
+  private async session(): Promise<PgSession> {
+    const s = await this.handle.session();
+    this.sessions.add(s);
+    return s;
+  }
+
+  /** Give a session back (or close it: its locks end with it); once, whoever comes first (a release or close()). */
+  private endSession(s: PgSession, destroy: boolean): void {
+    if (!this.sessions.delete(s)) return;
+    s.release(destroy);
+  }
+
+  private async lockWaiting(slug: string): Promise<PgSession> {
+    const s = await this.session();
+    try {
+      await s.db.execute(lockSql(slug));
+      return s;
+    } catch (e) {
+      this.endSession(s, true);
+      throw e;
+    }
+  }
+
+  private async unlock(s: PgSession, slug: string): Promise<void> {
+    try {
+      await s.db.execute(unlockSql(slug));
+      this.endSession(s, false);
+    } catch {
+      // The connection is in doubt: closing it ends the session and with it the lock.
+      this.endSession(s, true);
+    }
+  }
+
+  /** One holder's release of a shared hold: the last one unlocks. */
+  private releaser(slug: string, h: Held): Release {
+    let done = false;
+    return async () => {
+      if (done) return;
+      done = true;
+      if (--h.n > 0) return;
+      if (this.holds.get(slug) === h) this.holds.delete(slug);
+      await this.unlock(await h.ready, slug);
+    };
   }
 
   async reserveNew(values: NewWorkspace, cap: number, opts: { queue?: boolean } = {}): Promise<{ row: WorkspaceRow; capacity: Capacity; position: number | null }> {
@@ -306,6 +484,9 @@ export class PgStore implements Registry {
 
   async close(): Promise<void> {
     await this.eventChain;
+    // Held sessions would keep the pool from ending; closing them ends their locks, as a process exit would.
+    for (const s of [...this.sessions]) this.endSession(s, true);
+    this.holds.clear();
     await this.handle.close();
   }
 }

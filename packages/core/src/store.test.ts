@@ -232,6 +232,89 @@ describe.each(dialects)('registry on $name', ({ name: dialect, fresh }) => {
       for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'invalid_state' });
     });
   });
+
+  // Operation holds: what keeps one server's reconcile off a workspace another server is moving (grove.ts).
+  describe('operation holds', () => {
+    const settled = async (p: Promise<unknown>, ms = 150): Promise<boolean> =>
+      Promise.race([p.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms))]);
+
+    it.runIf(dialect === 'postgres')('a hold keeps another registry from taking the slug until it is released', async () => {
+      const other = await open();
+      const release = await store.holdOperation('p~x');
+      expect(await other.tryHoldForReconcile('p~x')).toBeNull();
+      // In this process too: an operation of its own holds it.
+      expect(await store.tryHoldForReconcile('p~x')).toBeNull();
+      // Another slug is free.
+      const y = await other.tryHoldForReconcile('p~y');
+      expect(y).not.toBeNull();
+      await y?.();
+      await release();
+      await release(); // twice is once
+      const again = await other.tryHoldForReconcile('p~x');
+      expect(again).not.toBeNull();
+      // An operation waits for reconcile's hold, then gets the slug.
+      const waiting = store.holdOperation('p~x');
+      expect(await settled(waiting)).toBe(false);
+      await again?.();
+      const mine = await waiting;
+      expect(await other.tryHoldForReconcile('p~x')).toBeNull();
+      await mine();
+      expect(await other.tryHoldForReconcile('p~x')).not.toBeNull();
+    });
+
+    it.runIf(dialect === 'postgres')('holds of one slug in one process share the lock; the last release frees it', async () => {
+      const other = await open();
+      const first = await store.holdOperation('p~x');
+      // Does not wait for the first (one process never waits for itself).
+      const second = store.holdOperation('p~x');
+      expect(await settled(second)).toBe(true);
+      await first();
+      expect(await other.tryHoldForReconcile('p~x')).toBeNull();
+      await (await second)();
+      expect(await other.tryHoldForReconcile('p~x')).not.toBeNull();
+    });
+
+    it.runIf(dialect === 'postgres')('a hold ends with the connection of the registry that held it', async () => {
+      const other = await open();
+      await store.holdOperation('p~x');
+      expect(await other.tryHoldForReconcile('p~x')).toBeNull();
+      await store.close();
+      // The server ends the session (and its locks) as it sees the connection close, a moment after close().
+      const end = Date.now() + 5_000;
+      let taken = await other.tryHoldForReconcile('p~x');
+      while (!taken && Date.now() < end) {
+        await new Promise((r) => setTimeout(r, 20));
+        taken = await other.tryHoldForReconcile('p~x');
+      }
+      expect(taken).not.toBeNull();
+    });
+
+    it.runIf(dialect === 'postgres')('a promoted row comes held; a row another process holds is passed over', async () => {
+      const other = await open();
+      const a = (await reserve('a', 1)).row;
+      await reserve('b', 1, true);
+      await reserve('c', 1, true);
+      const b = await other.holdOperation('p~b');
+      await store.update(a.id, { state: 'gone' });
+      const promoted = await store.promoteNext(1);
+      expect(promoted?.row).toMatchObject({ name: 'c', state: 'creating' });
+      expect(await other.tryHoldForReconcile('p~c')).toBeNull();
+      await promoted?.release();
+      const c = await other.tryHoldForReconcile('p~c');
+      expect(c).not.toBeNull();
+      await c?.();
+      await b();
+      expect(await line()).toEqual([['b', 1]]);
+    });
+
+    it.runIf(dialect === 'sqlite')('are no-ops: one server owns a SQLite registry', async () => {
+      const release = await store.holdOperation('p~x');
+      const t = await store.tryHoldForReconcile('p~x');
+      expect(t).not.toBeNull();
+      await t?.();
+      await release();
+    });
+  });
 });
 
 describe('isUniqueViolation', () => {

@@ -19,8 +19,10 @@ import {
   slotFree,
   toEvent,
 } from './registry.ts';
-import type { EventQuery, NewWorkspace, Registry, WorkspacePatch } from './registry.ts';
+import type { EventQuery, NewWorkspace, Registry, Release, WorkspacePatch } from './registry.ts';
 import { PgStore } from './store-pg.ts';
+
+const noHold: Release = async () => undefined;
 
 type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 type Q = Db | Tx;
@@ -149,7 +151,21 @@ export class SqliteStore implements Registry {
     return (last?.seq ?? 0) + 1;
   }
 
-  async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity } | undefined> {
+  /**
+   * Operation holds are no-ops here: the SQLite registry (<home>/grove.db) is one server's, and within one process
+   * the slug's mutex and the in-flight map already keep reconcile off a workspace that an operation is moving.
+   * Several servers share a registry through PostgreSQL (PgStore), which has the session-scoped locks this needs;
+   * SQLite has no lock that a dying process gives up on its own.
+   */
+  async holdOperation(_slug: string): Promise<Release> {
+    return noHold;
+  }
+
+  async tryHoldForReconcile(_slug: string): Promise<Release | null> {
+    return noHold;
+  }
+
+  async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; release: Release } | undefined> {
     return this.db.transaction(
       (tx) => {
         const c = this.capacityIn(tx, cap);
@@ -163,7 +179,7 @@ export class SqliteStore implements Registry {
           .returning()
           .get();
         if (!row) return undefined;
-        return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 } };
+        return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 }, release: noHold };
       },
       { behavior: 'immediate' },
     );

@@ -2,6 +2,6 @@
 export * from './schema.ts';
 export * as pgTables from './schema-pg.ts';
 export { openDb, openPostgres, openSqlite, redactUrl } from './open.ts';
-export type { Db, DbHandle, OpenDbOptions, PgDb, PgHandle, PostgresOptions, SqliteHandle, SqliteOptions } from './open.ts';
+export type { Db, DbHandle, OpenDbOptions, PgDb, PgHandle, PgSession, PostgresOptions, SqliteHandle, SqliteOptions } from './open.ts';
 export { startTestPostgres } from './test-postgres.ts';
 export type { TestPostgres } from './test-postgres.ts';

@@ -31,6 +31,12 @@ export interface PostgresOptions {
   migrationsFolder?: string;
   /** Connections in this process's pool; default 10. */
   poolSize?: number;
+  /**
+   * Connections for sessions (PgHandle.session), kept apart from the query pool: a session is held for as long as
+   * a workspace operation runs, so holding them from the query pool could starve the queries those operations make.
+   * Default 16.
+   */
+  sessionPoolSize?: number;
   /** An idle pooled connection failed (the server restarted, the network dropped); the pool replaces it. */
   onPoolError?: (err: Error) => void;
 }
@@ -43,9 +49,19 @@ export interface SqliteHandle {
   close(): Promise<void>;
 }
 
+/** One connection of its own, for session-scoped state (advisory locks held across statements and transactions). */
+export interface PgSession {
+  /** Drizzle over this connection only: its transactions and statements all run on this session. */
+  db: PgDb;
+  /** Give the connection back; `destroy` closes it instead (its session-level locks end with it). Call once. */
+  release(destroy?: boolean): void;
+}
+
 export interface PgHandle {
   dialect: 'postgres';
   db: PgDb;
+  /** A dedicated connection from the session pool (waits when all are out). */
+  session(): Promise<PgSession>;
   close(): Promise<void>;
 }
 
@@ -113,14 +129,30 @@ export async function openPostgres(opts: PostgresOptions): Promise<PgHandle> {
     await pool.end().catch(() => undefined);
     throw new Error(`cannot open the PostgreSQL registry at ${redactUrl(opts.url)}: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   }
+  const sessions = new pg.Pool({ connectionString: opts.url, max: opts.sessionPoolSize ?? 16 });
+  sessions.on('error', (err) => opts.onPoolError?.(err));
   let closed = false;
   return {
     dialect: 'postgres',
     db: drizzlePg(pool, { schema: pgSchema }),
+    session: async () => {
+      const client = await sessions.connect();
+      // A checked-out client has no pool listener: without this, its connection dropping (the server restarting
+      // while a lock is held) would be an uncaught 'error' event. Its next query fails, and the holder closes it.
+      const onError = (err: Error): void => opts.onPoolError?.(err);
+      client.on('error', onError);
+      return {
+        db: drizzlePg(client, { schema: pgSchema }),
+        release: (destroy) => {
+          client.off('error', onError);
+          client.release(destroy === true);
+        },
+      };
+    },
     close: async () => {
       if (closed) return;
       closed = true;
-      await pool.end();
+      await Promise.all([pool.end(), sessions.end()]);
     },
   };
 }

@@ -29,6 +29,8 @@ export interface FakeBehaviour {
   agentSessionId: string | null;
   /** What /status says about a turn in progress. */
   busy: boolean;
+  /** When set, ensure waits for it before making the container (an operation held mid-way). */
+  ensureGate?: Promise<void>;
 }
 
 export class FakeDriver implements SandboxDriver {
@@ -54,6 +56,7 @@ export class FakeDriver implements SandboxDriver {
   async ensure(spec: SandboxSpec): Promise<SandboxInfo> {
     this.check();
     this.calls.push(`ensure ${spec.slug}`);
+    await this.behave.ensureGate;
     let c = this.containers.get(spec.slug);
     if (!c) {
       c = { id: `fake-${++this.seq}`, spec, running: false, exitCode: null, server: null, logs: [] };
