@@ -287,7 +287,7 @@ export class GitFlow {
    * throws: a failed checkpoint is logged and the work stays in the worktree.
    */
   async checkpointAfterTurn(slug: string, turn: string, files: string[]): Promise<void> {
-    await this.checkpointQuietly(slug, turn, async () => this.turnMessage(slug, turn, files));
+    await this.checkpointQuietly(slug, turn, files, false);
   }
 
   /**
@@ -296,29 +296,26 @@ export class GitFlow {
    * branch is never rewritten under a pull request).
    */
   async checkpointAfterUndo(slug: string, turn: string, files: string[]): Promise<void> {
-    await this.checkpointQuietly(slug, turn, async () => {
-      const [subject = '', ...body] = (await this.turnMessage(slug, turn, files)).split('\n');
-      return [`Undo: ${subject}`.slice(0, 80), ...body].join('\n').replace(`Grove ${turn} in ${slug} changed:`, `Grove undid ${turn} in ${slug}, which changed:`);
-    });
+    await this.checkpointQuietly(slug, turn, files, true);
   }
 
-  private async checkpointQuietly(slug: string, turn: string, message: () => Promise<string>): Promise<void> {
+  private async checkpointQuietly(slug: string, turn: string, files: string[], undo: boolean): Promise<void> {
     try {
       const row = await this.d.row(slug);
       const config = await this.d.config(row.project);
       if (!(config.git ?? DEFAULT_GIT_SETTINGS).checkpointAfterTurn) return;
-      await this.checkpointNow(slug, await message());
+      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files, undo));
     } catch (e) {
       this.d.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
     }
   }
 
   /**
-   * "<first line of the turn's user message>" (cut to 72 characters) with the turn and its files in the body.
+   * "<first line of the turn's user message>" (cut to 72 characters; "Undo: " before it for an undo) with the turn and its files in the body.
    * The thread is written by the sandbox: it is only read (bounded) and parsed, and its text only ever becomes
    * a commit message argument.
    */
-  private async turnMessage(slug: string, turn: string, files: string[]): Promise<string> {
+  private async turnMessage(slug: string, turn: string, files: string[], undo: boolean): Promise<string> {
     let subject = `grove: ${turn} of ${slug}`;
     try {
       const file = join(this.d.paths.thread(slug), 'thread.jsonl');
@@ -343,7 +340,8 @@ export class GitFlow {
     }
     const listed = files.slice(0, 50).join('\n');
     const more = files.length > 50 ? `\n… and ${files.length - 50} more` : '';
-    return `${subject}\n\nGrove ${turn} in ${slug} changed:\n${listed}${more}\n`;
+    const head = undo ? `Undo: ${subject}\n\nGrove undid ${turn} in ${slug}, which changed:` : `${subject}\n\nGrove ${turn} in ${slug} changed:`;
+    return `${head}\n${listed}${more}\n`;
   }
 
   /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). */
