@@ -25,6 +25,7 @@ import {
   publishRequestSchema,
   publishResponseSchema,
   type LastMessage,
+  type OverlayFileInfo,
   type ListWorkspacesResponse,
   type Workspace,
 } from '@grove/contracts';
@@ -522,7 +523,7 @@ export function buildProgram(): Command {
   // The config-parity overlay: the user's local files (.env, .claude/settings.local.json, ...) that workspaces
   // get and that never enter a commit (docs/git-flow.md).
   const overlay = project.command('overlay').description("a project's overlay: local files its workspaces get that git does not carry (never committed)");
-  const overlayTable = (files: { path: string; writable: boolean; size: number }[], name: string): void => {
+  const overlayTable = (files: OverlayFileInfo[], name: string): void => {
     if (!files.length) return out(`No overlay files for ${name}. Add one: grove project overlay set ${name} .env --from ./.env`);
     out(table([['PATH', 'IN THE SANDBOX', 'SIZE'], ...files.map((f) => [f.path, f.writable ? 'copied (writable)' : 'mounted read-only', `${f.size} B`])]));
   };
