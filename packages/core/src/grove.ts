@@ -161,6 +161,7 @@ class GroveImpl implements Grove {
   private readonly inflight = new Map<string, { abort: AbortController; task: Promise<unknown> }>();
   private readonly listeners = new Set<(e: GroveEvent) => void>();
   private readonly activity = new Map<string, number>();
+  private readonly touches = new Set<Promise<void>>();
   private readonly healthTimeoutMs: number;
   private readonly limits: SandboxLimits;
   private readonly log: Logger;
@@ -328,7 +329,11 @@ class GroveImpl implements Grove {
     if (now - (this.activity.get(slug) ?? 0) >= ACTIVITY_WRITE_MS) {
       this.activity.set(slug, now);
       // Not awaited: a request never waits for the activity write (the in-memory time above is what idle stop reads first).
-      this.store.touch(row.id, new Date(now).toISOString()).catch((err: unknown) => this.log.warn({ err, slug }, `could not record activity of ${slug}: ${reasonOf(err)}`));
+      const write = this.store
+        .touch(row.id, new Date(now).toISOString())
+        .catch((err: unknown) => this.log.warn({ err, slug }, `could not record activity of ${slug}: ${reasonOf(err)}`))
+        .finally(() => this.touches.delete(write));
+      this.touches.add(write); // close() lets these land before it closes the registry
     }
     return this.paths.socket(slug);
   }
@@ -1378,6 +1383,7 @@ class GroveImpl implements Grove {
     await Promise.allSettled(pending.map((p) => p.task));
     await this.host.closeAll();
     await this.gates.closeAll();
+    await Promise.allSettled(this.touches);
     await this.store.close();
   }
 
