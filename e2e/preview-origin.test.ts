@@ -1,11 +1,12 @@
 // A page the agent builds is untrusted code. Served by a dev server in a real sandbox and opened in a real
 // browser (Debian Chromium) signed in to Grove, it runs on the preview origin: it can neither read the
 // dashboard's API nor drive it (stop another workspace, open its stream), and Grove's cookie never reaches it.
+// The same holds for a workspace's backend taken over by its agent, which answers on the dashboard's origin.
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { PortsResponse, Workspace } from '@grove/contracts';
 import { launchBrowser, signedIn } from './browser.ts';
-import { containerOf, dockerExec, useServer, waitFor } from './harness.ts';
+import { TOKEN, containerOf, dockerExec, useServer, waitFor } from './harness.ts';
 
 const ctx = useServer('preview-origin');
 let browser: Browser;
@@ -74,6 +75,48 @@ describe('an agent-built preview in the browser', () => {
     // Grove's cookie is HttpOnly and stripped before the sandbox: neither the page nor its server sees it.
     expect(String(out.cookie)).not.toContain('grove_token');
     expect(out.seen).toEqual({ cookie: null });
+    await page.context().close();
+  });
+});
+
+// The agent runs as the backend's user, so it can take the backend's socket over: unlink it and listen there.
+// What answers then is the agent's, on the dashboard's own origin (/w/<slug>/).
+const TAKEOVER = `const fs = require('fs'), sock = '/run/grove/backend.sock';
+const page = '<!doctype html><title>taken</title><p>taken over</p><script>fetch("/api/workspaces/demo/stop", { method: "POST" }).then((r) => fetch("ran?stop=" + r.status), (e) => fetch("ran?error=" + e.name))</script>';
+fs.rmSync(sock, { force: true });
+require('http').createServer((q, r) => {
+  fs.appendFileSync('/tmp/rogue.log', q.url + '\\n');
+  r.writeHead(200, { 'content-type': 'text/html', 'set-cookie': ['grove_token=shadow; Path=/', 'rogue=1; Path=/'], 'content-security-policy': "script-src 'unsafe-inline'" });
+  r.end(page);
+}).listen(sock);`;
+
+describe('a backend taken over by its agent', () => {
+  it("serves only a sandboxed, script-less document on the dashboard's origin: it cannot stop another workspace or set a cookie", async () => {
+    const { s } = ctx;
+    expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'taken' })).status).toBe(201);
+    const container = containerOf(s.instance, 'demo~taken') ?? '';
+    const started = dockerExec(container, ['sh', '-c', 'node -e "$0" >/tmp/rogue.out 2>&1 &', TAKEOVER]);
+    expect(started.code, started.out).toBe(0);
+    const get = () => fetch(`${s.base}/w/demo~taken/`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text());
+    // The front door's keep-alive connections still reach the real backend until it closes them when idle
+    // (node's 5 s); after that a new connection reaches the agent's server.
+    await new Promise((r) => setTimeout(r, 6_000));
+    await waitFor('the agent answering on the socket', async () => (await get()).includes('taken over'), 20_000);
+
+    const page = await signedIn(browser, s.base);
+    const before = (await page.context().cookies()).find((c) => c.name === 'grove_token')?.value;
+    const res = await page.goto(`${s.base}/w/demo~taken/`);
+    await page.getByText('taken over').waitFor();
+    expect(res?.headers()['content-security-policy']).toContain('sandbox');
+    // The document lives in an opaque origin, and its script never ran: no stop was sent, nothing reported back.
+    expect(await page.evaluate('self.origin')).toBe('null');
+    await page.waitForTimeout(1_000);
+    expect(dockerExec(container, ['cat', '/tmp/rogue.log']).out).not.toContain('ran?');
+    expect((await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo')).body.workspace.state).toBe('running');
+    // Its cookies were dropped: Grove's is the same, and no other was set.
+    const cookies = await page.context().cookies();
+    expect(cookies.find((c) => c.name === 'grove_token')?.value).toBe(before);
+    expect(cookies.map((c) => c.name)).not.toContain('rogue');
     await page.context().close();
   });
 });

@@ -1,7 +1,7 @@
 // /w/<slug>/… → that workspace's backend over its Unix socket, for HTTP and WebSocket alike.
 import http from 'node:http';
+import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import httpProxy from 'http-proxy';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
@@ -65,24 +65,30 @@ export interface WorkspaceProxy {
   close(): void;
 }
 
-export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: (headers: http.IncomingHttpHeaders) => void }): WorkspaceProxy {
+/**
+ * A workspace's backend answers on the dashboard's origin, but it is not trusted like Grove: it runs as the
+ * agent's user, so an agent can take its socket over (unlink it and listen there) and answer in its place.
+ * Nothing it sends may act on that origin: no cookies (they would shadow or evict Grove's), no site-data
+ * wipe, no policy of its own; a document it serves renders sandboxed in an opaque origin with no script, so it
+ * can neither read the API with the user's cookie nor drive it. The dashboard only fetches JSON and opens
+ * WebSockets here, which a CSP does not affect.
+ */
+export function scrubWorkspaceResponse(headers: http.IncomingHttpHeaders): void {
+  for (const h of ['set-cookie', 'clear-site-data', 'service-worker-allowed', 'content-security-policy', 'content-security-policy-report-only', 'x-frame-options']) {
+    delete headers[h];
+  }
+  headers['content-security-policy'] = "sandbox; default-src 'none'; frame-ancestors 'none'";
+  headers['x-content-type-options'] = 'nosniff';
+  headers['x-frame-options'] = 'DENY';
+}
+
+type ResponseHook = (headers: http.IncomingHttpHeaders) => void;
+
+export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: ResponseHook }): WorkspaceProxy {
   const { grove, logger, onResponseHeaders } = opts;
-  // Keep-alive to the upstream sockets is essential: without an agent http-proxy closes every
-  // upstream connection and pays a connect per request. Agent pools are keyed by socketPath.
+  // Keep-alive to the upstream sockets is essential: without an agent every request pays a connect
+  // (docs/benchmarks.md). Agent pools are keyed by socketPath.
   const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
-  const proxy = httpProxy.createProxyServer({ agent, xfwd: true, proxyTimeout: 0 });
-
-
-  proxy.on('error', (err, _req, resOrSocket) => {
-    const code = (err as NodeJS.ErrnoException).code;
-    const gErr = new GroveError('backend_unavailable', `the workspace backend did not answer (${code ?? err.message}); it may be starting or stopped`, { cause: err });
-    if (resOrSocket instanceof http.ServerResponse) {
-      sendError(resOrSocket, gErr, logger);
-      return;
-    }
-    (resOrSocket as Duplex).destroy();
-  });
-
   return {
     async web(req, res, target) {
       const socketPath = await grove.socketFor(target.slug);
@@ -92,10 +98,9 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
     async ws(req, socket, head, target) {
       const socketPath = await grove.socketFor(target.slug);
       prepare(req, target);
-      proxy.ws(req, socket, head, { target: { socketPath } as unknown as httpProxy.ProxyTarget, agent: undefined });
+      forwardUpgrade(req, socket, head, { socketPath, logger, onResponseHeaders });
     },
     close() {
-      proxy.close();
       agent.destroy();
     },
   };
@@ -104,42 +109,61 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
 /** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never the next one. */
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
+/** The request's end-to-end headers and the x-forwarded-* ones, as the backend gets them. */
+function upstreamHeaders(req: http.IncomingMessage, scheme: 'http' | 'ws'): http.OutgoingHttpHeaders {
+  const headers: http.OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+  const remote = req.socket.remoteAddress;
+  if (remote) headers['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${String(req.headers['x-forwarded-for'])}, ${remote}` : remote;
+  const secure = 'encrypted' in req.socket && req.socket.encrypted;
+  headers['x-forwarded-proto'] = secure ? `${scheme}s` : scheme;
+  if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
+  return headers;
+}
+
+/** The backend's response headers minus hop-by-hop ones, as [name, value, name, value, …], after the hook's edits. */
+function downstreamHeaders(ur: http.IncomingMessage, hook: ResponseHook | undefined): string[] {
+  const out: string[] = [];
+  if (hook) {
+    // The hook edits the parsed headers (the preview listener and the workspace proxy scrub them); what it leaves is what is sent.
+    hook(ur.headers);
+    for (const [k, v] of Object.entries(ur.headers)) {
+      if (v === undefined || HOP_BY_HOP.has(k)) continue;
+      for (const one of Array.isArray(v) ? v : [v]) out.push(k, one);
+    }
+    return out;
+  }
+  const raw = ur.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = raw[i] ?? '';
+    if (!HOP_BY_HOP.has(k.toLowerCase())) out.push(k, raw[i + 1] ?? '');
+  }
+  return out;
+}
+
+interface ForwardOptions {
+  socketPath: string;
+  logger: Logger;
+  onResponseHeaders?: ResponseHook | undefined;
+}
+
+function unavailable(err: Error): GroveError {
+  const code = (err as NodeJS.ErrnoException).code;
+  return new GroveError('backend_unavailable', `the workspace backend did not answer (${code ?? err.message}); it may be starting or stopped`, { cause: err });
+}
+
 /**
  * One HTTP request to the backend over its socket, streamed both ways. Written out rather than through
  * http-proxy, whose per-request passes and event plumbing were most of the front door's cost
- * (docs/benchmarks.md); WebSocket upgrades still go through http-proxy.
+ * (docs/benchmarks.md).
  */
-function forward(
-  req: http.IncomingMessage,
-  res: http.ServerResponse,
-  o: { socketPath: string; agent: http.Agent; logger: Logger; onResponseHeaders?: ((headers: http.IncomingHttpHeaders) => void) | undefined },
-): void {
-  const headers: http.OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP_BY_HOP.has(k)) headers[k] = v;
+function forward(req: http.IncomingMessage, res: http.ServerResponse, o: ForwardOptions & { agent: http.Agent }): void {
+  const headers = upstreamHeaders(req, 'http');
   // Framing of the body as the client sent it: a chunked upload stays chunked, a sized one keeps its length.
   if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
-  const remote = req.socket.remoteAddress;
-  if (remote) headers['x-forwarded-for'] = req.headers['x-forwarded-for'] ? `${String(req.headers['x-forwarded-for'])}, ${remote}` : remote;
-  headers['x-forwarded-proto'] = 'encrypted' in req.socket && req.socket.encrypted ? 'https' : 'http';
-  if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
   const up = http.request({ socketPath: o.socketPath, agent: o.agent, method: req.method, path: req.url, headers });
   up.on('response', (ur) => {
-    const out: string[] = [];
-    if (o.onResponseHeaders) {
-      // The hook edits the parsed headers (the preview listener scrubs them); what it leaves is what is sent.
-      o.onResponseHeaders(ur.headers);
-      for (const [k, v] of Object.entries(ur.headers)) {
-        if (v === undefined || HOP_BY_HOP.has(k)) continue;
-        for (const one of Array.isArray(v) ? v : [v]) out.push(k, one);
-      }
-    } else {
-      const raw = ur.rawHeaders;
-      for (let i = 0; i + 1 < raw.length; i += 2) {
-        const k = raw[i] ?? '';
-        if (!HOP_BY_HOP.has(k.toLowerCase())) out.push(k, raw[i + 1] ?? '');
-      }
-    }
-    res.writeHead(ur.statusCode ?? 502, ur.statusMessage, out);
+    res.writeHead(ur.statusCode ?? 502, ur.statusMessage, downstreamHeaders(ur, o.onResponseHeaders));
     ur.pipe(res);
     ur.on('error', () => res.destroy());
   });
@@ -148,14 +172,70 @@ function forward(
       res.destroy();
       return;
     }
-    const code = (err as NodeJS.ErrnoException).code;
-    sendError(res, new GroveError('backend_unavailable', `the workspace backend did not answer (${code ?? err.message}); it may be starting or stopped`, { cause: err }), o.logger);
+    sendError(res, unavailable(err), o.logger);
   });
   // A client that goes away mid-response must not leave the upstream request running.
   res.on('close', () => {
     if (!res.writableFinished) up.destroy();
   });
   req.pipe(up);
+}
+
+function head(statusLine: string, pairs: string[]): string {
+  let text = `${statusLine}\r\n`;
+  // Names and values come from node's parser, which refuses CR and LF in them, or are Grove's own.
+  for (let i = 0; i + 1 < pairs.length; i += 2) text += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
+  return `${text}\r\n`;
+}
+
+/**
+ * A WebSocket upgrade to the backend over its socket: the 101's headers go through the same hook as HTTP
+ * responses (a handshake's Set-Cookie counts in browsers too), then bytes flow both ways untouched.
+ */
+function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer, o: ForwardOptions): void {
+  const headers = upstreamHeaders(req, 'ws');
+  headers.connection = 'Upgrade';
+  if (req.headers.upgrade) headers.upgrade = req.headers.upgrade;
+  if (socket instanceof Socket) {
+    socket.setTimeout(0);
+    socket.setNoDelay(true);
+    socket.setKeepAlive(true, 0);
+  }
+  // One connection per upgrade: it becomes the tunnel, so it never goes back to a pool.
+  const up = http.request({ socketPath: o.socketPath, agent: false, method: req.method, path: req.url, headers });
+  let answered = false;
+  socket.on('error', () => up.destroy());
+  socket.on('close', () => up.destroy());
+  up.on('upgrade', (ur, tunnel, tunnelHead) => {
+    answered = true;
+    const pairs = downstreamHeaders(ur, o.onResponseHeaders);
+    pairs.push('Connection', 'Upgrade', 'Upgrade', String(ur.headers.upgrade ?? 'websocket'));
+    socket.write(head(`HTTP/1.1 101 ${ur.statusMessage || 'Switching Protocols'}`, pairs));
+    if (tunnelHead.length) socket.write(tunnelHead);
+    if (early.length) tunnel.write(early);
+    tunnel.on('error', () => socket.destroy());
+    tunnel.on('close', () => socket.destroy());
+    socket.on('close', () => tunnel.destroy());
+    tunnel.pipe(socket).pipe(tunnel);
+  });
+  up.on('response', (ur) => {
+    // The backend refused the upgrade: its answer goes back (through the hook), ended by closing the connection.
+    answered = true;
+    // Its body arrives decoded, so it goes out sized as it came or delimited by the close.
+    const pairs = downstreamHeaders(ur, o.onResponseHeaders);
+    pairs.push('Connection', 'close');
+    socket.write(head(`HTTP/1.1 ${ur.statusCode ?? 502} ${ur.statusMessage ?? ''}`, pairs));
+    ur.pipe(socket);
+    ur.on('error', () => socket.destroy());
+  });
+  up.on('error', (err) => {
+    if (answered) {
+      socket.destroy();
+      return;
+    }
+    rejectUpgrade(socket, unavailable(err), o.logger);
+  });
+  up.end();
 }
 
 /** Refuse an upgrade on the raw socket with a JSON body, since there is no ServerResponse yet. */

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -102,7 +103,8 @@ const grove: Grove = {
     const w = registry.get(slug);
     if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
     if (w.state !== 'running') throw new GroveError('workspace_stopped', `workspace "${slug}" is stopped; reopen it with POST /api/workspaces/${slug}/start`, { details: { slug, state: w.state } });
-    return sock;
+    // A workspace whose backend never listened: its socket is not there.
+    return slug.endsWith('~gone') ? path.join(dir, 'gone.sock') : sock;
   },
   projectConfig: async () => ({}),
   setProjectConfig: async () => ({}),
@@ -125,6 +127,19 @@ beforeAll(async () => {
       res.end(JSON.stringify({ url: req.url, headers: req.headers }));
       return;
     }
+    if (req.url === '/hostile') {
+      // What a backend the agent took over could answer on the dashboard's origin.
+      res.writeHead(200, {
+        'content-type': 'text/html',
+        'set-cookie': ['grove_token=shadow; Path=/', 'other=1; Path=/'],
+        'clear-site-data': '"cookies"',
+        'content-security-policy': "script-src 'unsafe-inline'",
+        'x-frame-options': 'ALLOWALL',
+        'service-worker-allowed': '/',
+      });
+      res.end('<script>fetch("/api/workspaces")</script>');
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     if (req.url === '/headers') {
       res.end(JSON.stringify(req.headers));
@@ -132,8 +147,17 @@ beforeAll(async () => {
     }
     res.end(JSON.stringify({ url: req.url, method: req.method }));
   });
-  const wss = new WebSocketServer({ server: backend });
+  const wss = new WebSocketServer({ noServer: true });
   wss.on('connection', (s, req) => s.send(`hello ${req.url}`));
+  // The handshake sets a cookie, as a hostile backend could.
+  wss.on('headers', (headers) => headers.push('Set-Cookie: grove_token=shadow; Path=/'));
+  backend.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+    if (req.url === '/refuse' || req.url === '/preview/4173/refuse') {
+      socket.end('HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nSet-Cookie: grove_token=shadow; Path=/\r\nContent-Length: 4\r\n\r\nnope');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
+  });
   await new Promise<void>((r) => backend.listen(sock, r));
   front = createGroveServer({ grove, logger: pino({ level: 'silent' }), token: TOKEN });
   const port = await front.listen(0, '127.0.0.1');
@@ -378,6 +402,58 @@ describe('proxy', () => {
   it('proxies WebSocket upgrades', async () => {
     const res = await wsOpen(`${base.replace('http', 'ws')}/w/demo/stream`, auth);
     expect(res.first).toBe('hello /stream');
+  });
+
+  it("lets nothing a backend answers act on the dashboard's origin: no cookie, no site-data wipe, no script, no policy of its own", async () => {
+    const r = await fetch(`${base}/w/demo/hostile`, { headers: auth });
+    expect(r.status).toBe(200);
+    expect(r.headers.getSetCookie()).toEqual([]);
+    expect(r.headers.get('clear-site-data')).toBeNull();
+    expect(r.headers.get('service-worker-allowed')).toBeNull();
+    expect(r.headers.get('content-security-policy')).toBe("sandbox; default-src 'none'; frame-ancestors 'none'");
+    expect(r.headers.get('x-frame-options')).toBe('DENY');
+    expect(r.headers.get('x-content-type-options')).toBe('nosniff');
+    // The body itself is passed on; the policy is what keeps its script from running on this origin.
+    expect(await r.text()).toContain('<script>');
+  });
+
+  it("drops a backend's cookie from the WebSocket handshake, and passes on a refused upgrade without it", async () => {
+    const cookies = await new Promise<string[] | undefined>((resolve) => {
+      const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo/stream`, { headers: auth });
+      s.on('upgrade', (res) => resolve(res.headers['set-cookie']));
+      s.on('open', () => s.close());
+      s.on('error', () => resolve(['error']));
+    });
+    expect(cookies).toBeUndefined();
+    const refused = await new Promise<{ status?: number; cookie?: string[]; body: string }>((resolve) => {
+      const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo/refuse`, { headers: auth });
+      s.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode, cookie: res.headers['set-cookie'], body }));
+      });
+      s.on('error', () => {});
+    });
+    expect(refused).toEqual({ status: 403, cookie: undefined, body: 'nope' });
+  });
+
+  it('answers 502 backend_unavailable on an upgrade when the backend socket is gone', async () => {
+    registry.set('demo~gone', { ...registry.get('demo')!, slug: 'demo~gone' });
+    try {
+      const res = await new Promise<{ status?: number; body: string }>((resolve) => {
+        const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo~gone/stream`, { headers: auth });
+        s.on('unexpected-response', (_req, r) => {
+          let body = '';
+          r.on('data', (d: Buffer) => (body += d.toString()));
+          r.on('end', () => resolve({ status: r.statusCode, body }));
+        });
+        s.on('error', () => {});
+      });
+      expect(res.status).toBe(502);
+      expect(JSON.parse(res.body)).toMatchObject({ code: 'backend_unavailable' });
+    } finally {
+      registry.delete('demo~gone');
+    }
   });
 });
 

@@ -12,7 +12,7 @@ import { createApi } from './api.ts';
 import { authorize, loginCookie, tokenMatches } from './auth.ts';
 import { sendError, sendJson } from './errors.ts';
 import { parsePreviewListenerPath, previewCap, previewOrigin, previewRest, scrubPreviewResponse } from './preview.ts';
-import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, type ProxyTarget } from './proxy.ts';
+import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, scrubWorkspaceResponse, type ProxyTarget } from './proxy.ts';
 
 interface NextApp {
   prepare(): Promise<void>;
@@ -48,7 +48,7 @@ or use the API: <code>GET /api/workspaces</code>.</p></body>`;
 export function createGroveServer(opts: GroveServerOptions): GroveServer {
   const { grove, logger, token } = opts;
   const api = getRequestListener(createApi({ grove, logger }).fetch);
-  const proxy = createWorkspaceProxy({ grove, logger });
+  const proxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubWorkspaceResponse });
   const previewProxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubPreviewResponse });
   const sockets = new Set<Duplex>();
   let previewPort: number | undefined;
