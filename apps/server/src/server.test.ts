@@ -188,6 +188,19 @@ async function wsOpen(url: string, headers: Record<string, string>): Promise<{ s
   });
 }
 
+/** An upgrade the server answers without switching: its status, Set-Cookie and body. */
+async function wsRefused(url: string, headers: Record<string, string>): Promise<{ status?: number; cookie?: string[]; body: string }> {
+  return new Promise((resolve) => {
+    const s = new WebSocket(url, { headers });
+    s.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode, cookie: res.headers['set-cookie'], body }));
+    });
+    s.on('error', () => {});
+  });
+}
+
 describe('auth', () => {
   it('answers /api/health without a token and reveals nothing else', async () => {
     const r = await fetch(`${base}/api/health`);
@@ -425,30 +438,13 @@ describe('proxy', () => {
       s.on('error', () => resolve(['error']));
     });
     expect(cookies).toBeUndefined();
-    const refused = await new Promise<{ status?: number; cookie?: string[]; body: string }>((resolve) => {
-      const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo/refuse`, { headers: auth });
-      s.on('unexpected-response', (_req, res) => {
-        let body = '';
-        res.on('data', (d: Buffer) => (body += d.toString()));
-        res.on('end', () => resolve({ status: res.statusCode, cookie: res.headers['set-cookie'], body }));
-      });
-      s.on('error', () => {});
-    });
-    expect(refused).toEqual({ status: 403, cookie: undefined, body: 'nope' });
+    expect(await wsRefused(`${base.replace('http', 'ws')}/w/demo/refuse`, auth)).toEqual({ status: 403, cookie: undefined, body: 'nope' });
   });
 
   it('answers 502 backend_unavailable on an upgrade when the backend socket is gone', async () => {
     registry.set('demo~gone', { ...registry.get('demo')!, slug: 'demo~gone' });
     try {
-      const res = await new Promise<{ status?: number; body: string }>((resolve) => {
-        const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo~gone/stream`, { headers: auth });
-        s.on('unexpected-response', (_req, r) => {
-          let body = '';
-          r.on('data', (d: Buffer) => (body += d.toString()));
-          r.on('end', () => resolve({ status: r.statusCode, body }));
-        });
-        s.on('error', () => {});
-      });
+      const res = await wsRefused(`${base.replace('http', 'ws')}/w/demo~gone/stream`, auth);
       expect(res.status).toBe(502);
       expect(JSON.parse(res.body)).toMatchObject({ code: 'backend_unavailable' });
     } finally {
@@ -477,15 +473,7 @@ describe('previews on their own origin', () => {
   });
 
   it('refuses a preview WebSocket on the dashboard origin, naming where it is served', async () => {
-    const res = await new Promise<{ status?: number; body: string }>((resolve) => {
-      const s = new WebSocket(`${base.replace('http', 'ws')}/w/demo/preview/4173/hmr`, { headers: auth });
-      s.on('unexpected-response', (_req, r) => {
-        let body = '';
-        r.on('data', (d: Buffer) => (body += d.toString()));
-        r.on('end', () => resolve({ status: r.statusCode, body }));
-      });
-      s.on('error', () => {});
-    });
+    const res = await wsRefused(`${base.replace('http', 'ws')}/w/demo/preview/4173/hmr`, auth);
     expect(res.status).toBe(404);
     expect(res.body).toContain(`ws://127.0.0.1:${new URL(previewBase).port}/pv/${cap}/demo/4173/hmr`);
   });
