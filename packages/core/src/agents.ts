@@ -1,10 +1,10 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { dirname } from 'node:path';
 import { GroveError, holdResponseSchema, parseOrThrow, projectConfigSchema } from '@grove/contracts';
 import type { EventType, GroveThreadEvent, ProjectConfig, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
 import type { Logger } from 'pino';
+import { overSocket } from './health.ts';
 import type { GrovePaths } from './paths.ts';
 import { recordSnapshot, revertOutsideAllowed, undoLast } from './turn-snapshots.ts';
 import type { WorktreeContext } from './turn-snapshots.ts';
@@ -151,32 +151,9 @@ export class TurnGuard {
   }
 }
 
-/** POST JSON to a backend over its Unix socket. */
+/** POST JSON to a backend over its Unix socket; a backend that does not answer is backend_unavailable. */
 function postJson(socketPath: string, path: string, body: unknown, timeoutMs = 10_000): Promise<{ status: number; body: unknown }> {
-  const payload = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { socketPath, path, method: 'POST', agent: false, timeout: timeoutMs, headers: { host: 'grove-backend', 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          let parsed: unknown = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            // Not JSON: callers see the text.
-          }
-          resolve({ status: res.statusCode ?? 0, body: parsed });
-        });
-        res.on('error', reject);
-      },
-    );
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      reject(new GroveError('backend_unavailable', `the backend socket ${socketPath} did not answer: ${err.code ?? err.message}`, { cause: err })),
-    );
-    req.end(payload);
+  return overSocket(socketPath, { method: 'POST', path, body, timeoutMs }).catch((err: NodeJS.ErrnoException) => {
+    throw new GroveError('backend_unavailable', `the backend socket ${socketPath} did not answer: ${err.code ?? err.message}`, { cause: err });
   });
 }

@@ -2,17 +2,24 @@ import { request } from 'node:http';
 import { backendHealthSchema } from '@grove/contracts';
 import type { BackendHealth } from '@grove/contracts';
 
+/** What the host reads of a backend's answer: the backend runs as the agent's user, so it is bounded. */
 const MAX_BODY = 1 << 20;
 
-/** GET a JSON document from a backend over its Unix socket (no keep-alive: one socket per probe). */
-export function getOverSocket(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: unknown }> {
+/**
+ * One JSON request to a backend over its Unix socket (no keep-alive: one socket per call). The body is
+ * parsed as JSON when it is JSON, else given as text; past MAX_BODY the call fails.
+ */
+export function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path: string; body?: unknown; timeoutMs: number }): Promise<{ status: number; body: unknown }> {
+  const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
+  const headers: Record<string, string | number> = { host: 'grove-backend' };
+  if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path, method: 'GET', agent: false, timeout: timeoutMs, headers: { host: 'grove-backend' } }, (res) => {
+    const req = request({ socketPath, path: o.path, method: o.method, agent: false, timeout: o.timeoutMs, headers }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
         size += c.length;
-        if (size > MAX_BODY) req.destroy(new Error('response too large'));
+        if (size > MAX_BODY) req.destroy(new Error(`response over ${MAX_BODY} bytes`));
         else chunks.push(c);
       });
       res.on('end', () => {
@@ -27,10 +34,15 @@ export function getOverSocket(socketPath: string, path: string, timeoutMs: numbe
       });
       res.on('error', reject);
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
     req.on('error', reject);
-    req.end();
+    req.end(payload);
   });
+}
+
+/** GET a JSON document from a backend over its Unix socket. */
+export function getOverSocket(socketPath: string, path: string, timeoutMs: number): Promise<{ status: number; body: unknown }> {
+  return overSocket(socketPath, { method: 'GET', path, timeoutMs });
 }
 
 export type HealthProbe = { ok: true; health: BackendHealth } | { ok: false; error: string };
