@@ -28,6 +28,13 @@ export interface GroveFixtureOptions {
    * (starting one takes seconds, so files that only use SQLite leave this out).
    */
   postgresDatabase?: string;
+  /** How long until() waits when the call does not say; 5 s unless the file asks for more. */
+  untilMs?: number;
+  /**
+   * Called after each test before its groves are closed: a test that failed while holding an operation open
+   * (e.g. a gated ensure in the fake driver) must release it first, or close() would wait for it forever.
+   */
+  beforeClose?: () => void;
 }
 
 export interface GroveFixture {
@@ -52,7 +59,7 @@ export interface GroveFixture {
   withProject(over?: Partial<GroveOptions>): Promise<Grove>;
   /** The current test's registry is a fresh database on the file's PostgreSQL cluster. */
   usePostgres(): Promise<void>;
-  /** Polls fn every 20 ms until it returns a truthy value, which it returns; throws after ms (5 s). */
+  /** Polls fn every 20 ms until it returns a truthy value, which it returns; throws after ms (the file's default). */
   until<T>(fn: () => Promise<T | undefined | false>, ms?: number): Promise<T>;
 }
 
@@ -61,7 +68,7 @@ export interface GroveFixture {
  * the hooks apply to every test in it.
  */
 export function useGroveFixture(options: GroveFixtureOptions): GroveFixture {
-  const { tmpPrefix, logLevel, defaults, postgresDatabase } = options;
+  const { tmpPrefix, logLevel, defaults, postgresDatabase, untilMs = 5_000, beforeClose } = options;
   let tmp = '';
   let driver: FakeDriver | undefined;
   let databaseUrl: string | null = null;
@@ -84,6 +91,7 @@ export function useGroveFixture(options: GroveFixtureOptions): GroveFixture {
     driver = new FakeDriver();
   });
   afterEach(async () => {
+    beforeClose?.();
     for (const g of groves.splice(0)) await g.close();
     await driver?.closeAll();
     rmSync(tmp, { recursive: true, force: true });
@@ -131,7 +139,7 @@ export function useGroveFixture(options: GroveFixtureOptions): GroveFixture {
       if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
       databaseUrl = await cluster.createDatabase(postgresDatabase);
     },
-    async until<T>(fn: () => Promise<T | undefined | false>, ms = 5_000): Promise<T> {
+    async until<T>(fn: () => Promise<T | undefined | false>, ms = untilMs): Promise<T> {
       const end = Date.now() + ms;
       for (;;) {
         const v = await fn();
