@@ -1,29 +1,20 @@
 // The egress floor in the lifecycle: a gate per workspace from fork to stop/teardown/rollback and after a
 // restart, its policy persisted and applied live, its decisions in the events table at a bounded rate.
 // In-memory sandbox driver; the gate is real, reached over its real socket. Only loopback is contacted.
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { connect as netConnect } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { egressDecisionSchema, isGroveError } from '@grove/contracts';
 import type { EgressDecision, GroveEvent } from '@grove/contracts';
 import { isLoopback, parseIp } from '@grove/egress';
 import type { Connector } from '@grove/egress';
 import { EgressAudit, PROXY_ENV } from './egress.ts';
-import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
-import { FakeDriver } from './test-support/fake-driver.ts';
-import { makeSourceRepo } from './test-support/repo.ts';
+import { useGroveFixture } from './test-support/grove-fixture.ts';
 
-let tmp: string;
-let home: string;
-let source: string;
-let driver: FakeDriver;
-const groves: Grove[] = [];
 let upstream: Server;
 let upPort = 0;
 
@@ -44,41 +35,21 @@ afterAll(async () => {
   await new Promise((r) => upstream.close(r));
 });
 
-beforeEach(() => {
-  tmp = mkdtempSync(join(tmpdir(), 'grove-core-egress-'));
-  home = join(tmp, 'home');
-  source = makeSourceRepo(join(tmp, 'src'));
-  driver = new FakeDriver();
+const fx = useGroveFixture({
+  tmpPrefix: 'grove-core-egress-',
+  logLevel: process.env.GROVE_TEST_LOG,
+  defaults: { maxRunning: 3, egress: { connect, resolver: async () => ['127.0.0.1'] } },
 });
-afterEach(async () => {
-  for (const g of groves.splice(0)) await g.close();
-  await driver.closeAll();
-  rmSync(tmp, { recursive: true, force: true });
-});
+const { open, until } = fx;
 
-async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await createGrove({
-    home,
-    driver,
-    image: 'grove-sandbox:test',
-    maxRunning: 3,
-    logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
-    healthTimeoutMs: 1_500,
-    egress: { connect, resolver: async () => ['127.0.0.1'] },
-    ...over,
-  });
-  groves.push(g);
-  return g;
-}
-
+/** withProject() and a running workspace demo~feat. */
 async function withWorkspace(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await open(over);
-  await g.addProject({ name: 'demo', source, createDefault: false });
+  const g = await fx.withProject(over);
   await g.fork({ project: 'demo', name: 'feat' });
   return g;
 }
 
-const gateOf = (slug: string): string => join(home, 'run', slug, 'egress.sock');
+const gateOf = (slug: string): string => join(fx.home, 'run', slug, 'egress.sock');
 
 /** One request through a gate socket, as the sandbox's relay would send it. */
 function through(socketPath: string, text: string): Promise<{ status: number; text: string }> {
@@ -104,22 +75,12 @@ async function egressEvents(g: Grove, slug: string): Promise<GroveEvent[]> {
   return (await g.events({ slug, limit: 1000 })).filter((e) => e.type.startsWith('egress.'));
 }
 
-async function until<T>(fn: () => Promise<T | undefined | false>, ms = 5_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 describe('egress in the lifecycle', () => {
   it('starts the gate before the container, sets the proxy env, and stops it with the workspace', async () => {
     const g = await withWorkspace();
     expect(existsSync(gateOf('demo~feat'))).toBe(true);
-    expect(driver.containers.get('demo~feat')?.spec.env).toMatchObject(PROXY_ENV);
-    expect(driver.containers.get('demo~feat')?.spec.env.NO_PROXY).toBe('localhost,127.0.0.1');
+    expect(fx.driver.containers.get('demo~feat')?.spec.env).toMatchObject(PROXY_ENV);
+    expect(fx.driver.containers.get('demo~feat')?.spec.env.NO_PROXY).toBe('localhost,127.0.0.1');
     await g.stop('demo~feat');
     expect(existsSync(gateOf('demo~feat'))).toBe(false);
     await g.start('demo~feat');
@@ -215,10 +176,10 @@ describe('egress in the lifecycle', () => {
 
   it('rolls the gate back with a failed fork', async () => {
     const g = await open({ healthTimeoutMs: 300 });
-    await g.addProject({ name: 'demo', source, createDefault: false });
-    driver.behave.listen = false;
+    await g.addProject({ name: 'demo', source: fx.source, createDefault: false });
+    fx.driver.behave.listen = false;
     await expect(g.fork({ project: 'demo', name: 'dead' })).rejects.toMatchObject({ code: 'spawn_failed' });
-    expect(existsSync(join(home, 'run', 'demo~dead'))).toBe(false);
+    expect(existsSync(join(fx.home, 'run', 'demo~dead'))).toBe(false);
   });
 });
 

@@ -1,87 +1,30 @@
 // The line for a sandbox slot and idle auto-stop: real git repos, a real registry (SQLite, and the line again on
 // PostgreSQL, where two servers share it) and real sockets, with the in-memory sandbox driver (the same flow against
 // real Docker and a real server: e2e/queue.test.ts).
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { forkRequestSchema, workspaceSchema } from '@grove/contracts';
 import type { GroveEvent, Workspace } from '@grove/contracts';
-import { pino } from 'pino';
-import { startTestPostgres } from '@grove/db';
-import type { TestPostgres } from '@grove/db';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
-import type { Grove, GroveOptions } from './index.ts';
-import { FakeDriver } from './test-support/fake-driver.ts';
-import { makeSourceRepo } from './test-support/repo.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { Grove } from './index.ts';
+import { useGroveFixture } from './test-support/grove-fixture.ts';
 
-let tmp: string;
-let home: string;
-let source: string;
-let driver: FakeDriver;
-const groves: Grove[] = [];
-let cluster: TestPostgres | undefined;
-/** Set per test by the PostgreSQL runs; null: SQLite in the home. */
-let databaseUrl: string | null = null;
-
-beforeAll(async () => {
-  cluster = await startTestPostgres();
-});
-afterAll(async () => {
-  await cluster?.stop();
-});
-
-async function usePostgres(): Promise<void> {
-  if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
-  databaseUrl = await cluster.createDatabase('queue');
-}
-
-beforeEach(() => {
-  databaseUrl = null;
-  tmp = mkdtempSync(join(tmpdir(), 'grove-queue-'));
-  home = join(tmp, 'home');
-  source = makeSourceRepo(join(tmp, 'src'));
-  driver = new FakeDriver();
-});
 /** Opens the fake engine's gate (holdEnsure) when a test failed with a fork waiting on it: close() would wait for it. */
 let ungate: (() => void) | undefined;
-afterEach(async () => {
-  ungate?.();
-  ungate = undefined;
-  for (const g of groves.splice(0)) await g.close();
-  await driver.closeAll();
-  rmSync(tmp, { recursive: true, force: true });
+
+// until() waits 10 s here, not 5: the conditions follow promotions and idle sweeps that run in the background.
+const fx = useGroveFixture({
+  tmpPrefix: 'grove-queue-',
+  logLevel: process.env.GROVE_TEST_LOG,
+  defaults: { maxRunning: 1, gitLockTimeoutMs: 5_000 },
+  postgresDatabase: 'queue',
+  untilMs: 10_000,
+  beforeClose: () => {
+    ungate?.();
+    ungate = undefined;
+  },
 });
-
-async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await createGrove({
-    home,
-    driver,
-    image: 'grove-sandbox:test',
-    maxRunning: 1,
-    logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
-    healthTimeoutMs: 1_500,
-    gitLockTimeoutMs: 5_000,
-    databaseUrl,
-    ...over,
-  });
-  groves.push(g);
-  return g;
-}
-
-async function withProject(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await open(over);
-  await g.addProject({ name: 'demo', source, createDefault: false });
-  return g;
-}
-
-async function until(cond: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const { open, withProject, usePostgres, until } = fx;
 
 const queue = (name: string) => forkRequestSchema.parse({ project: 'demo', name, queue: true });
 const state = async (g: Grove, slug: string): Promise<Workspace['state']> => (await g.get(slug)).state;
@@ -113,7 +56,7 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
       ['demo~d', 3],
     ]);
     // Nothing is made for a workspace in line.
-    expect([...driver.containers.keys()]).toEqual(['demo~a']);
+    expect([...fx.driver.containers.keys()]).toEqual(['demo~a']);
     // A queued workspace holds its name; without queue the cap still answers 429, and says who waits.
     await expect(g.fork(queue('c'))).rejects.toMatchObject({ code: 'workspace_exists' });
     await expect(g.fork({ project: 'demo', name: 'e' })).rejects.toMatchObject({ code: 'capacity_reached', status: 429, details: { queued: 3, cap: 1 } });
@@ -138,7 +81,7 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     expect(starts).toEqual(['workspace.registered demo~a', 'workspace.promoted demo~b', 'workspace.registered demo~b', 'workspace.promoted demo~d', 'workspace.registered demo~d']);
     const c = (await g.events({ slug: 'demo~c' })).map((e) => e.type);
     expect(c).toEqual(['workspace.queued', 'workspace.cleaned']);
-    expect(driver.calls.filter((x) => x.includes('demo~c'))).toEqual([]);
+    expect(fx.driver.calls.filter((x) => x.includes('demo~c'))).toEqual([]);
   });
 
   it('never exceeds the cap nor starts one twice when slots free at the same time', async () => {
@@ -181,7 +124,7 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     // A queued reopen torn down goes like any stopped workspace: its worktree is removed, its branch kept.
     await g.start('demo~b', { queue: true });
     expect(await g.teardown('demo~b')).toMatchObject({ state: 'gone' });
-    expect(existsSync(join(home, 'worktrees', 'demo', 'b'))).toBe(false);
+    expect(existsSync(join(fx.home, 'worktrees', 'demo', 'b'))).toBe(false);
     expect(await positions(g)).toEqual({ c: 1 });
     expect(await state(g, 'demo~c')).toBe('queued');
   });
@@ -214,12 +157,12 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     await g.fork(queue('b'));
     // The engine goes away right after the stop, before the freed slot would go to b.
     g.onEvent((e) => {
-      if (e.type === 'workspace.stopped') driver.behave.down = true;
+      if (e.type === 'workspace.stopped') fx.driver.behave.down = true;
     });
     await g.stop('demo~a');
     expect(await g.get('demo~b')).toMatchObject({ state: 'queued', queuePosition: 1 });
     expect((await g.events({ slug: 'demo~b' })).map((e) => e.type)).toEqual(['workspace.queued']);
-    driver.behave.down = false;
+    fx.driver.behave.down = false;
     await g.reconcile();
     await until(async () => (await state(g, 'demo~b')) === 'running');
   });
@@ -232,7 +175,7 @@ describe('two servers on one PostgreSQL registry', () => {
     const a = await withProject({ maxRunning: 3 });
     // The second server shares the home, the engine and the database (two processes on one host).
     const b = await open({ maxRunning: 3 });
-    await b.addProject({ name: 'demo', source, createDefault: false });
+    await b.addProject({ name: 'demo', source: fx.source, createDefault: false });
     const forks = ['w0', 'w1', 'w2', 'w3', 'w4', 'w5', 'w6', 'w7'].map((name, i) => (i % 2 ? b : a).fork({ project: 'demo', name }));
     const results = await Promise.allSettled(forks);
     expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(3);
@@ -253,9 +196,9 @@ describe('two servers on one PostgreSQL registry: reconcile leaves the other ser
   /** Make the fake engine's ensure wait until the returned function is called (the fork is held before its container). */
   function holdEnsure(): () => void {
     let go!: () => void;
-    driver.behave.ensureGate = new Promise<void>((r) => (go = r));
+    fx.driver.behave.ensureGate = new Promise<void>((r) => (go = r));
     ungate = () => {
-      driver.behave.ensureGate = undefined;
+      fx.driver.behave.ensureGate = undefined;
       go();
     };
     return ungate;
@@ -265,8 +208,8 @@ describe('two servers on one PostgreSQL registry: reconcile leaves the other ser
     const a = await withProject({ maxRunning: 2 });
     const go = holdEnsure();
     const fork = a.fork({ project: 'demo', name: 'w' });
-    await until(async () => driver.calls.includes('ensure demo~w'));
-    expect(driver.containers.has('demo~w')).toBe(false);
+    await until(async () => fx.driver.calls.includes('ensure demo~w'));
+    expect(fx.driver.containers.has('demo~w')).toBe(false);
 
     // The second server shares the home, the engine and the database, and reconciles as it starts.
     const b = await open({ maxRunning: 2 });
@@ -275,7 +218,7 @@ describe('two servers on one PostgreSQL registry: reconcile leaves the other ser
     const types = (await b.events({ slug: 'demo~w' })).map((e) => e.type);
     expect(types).not.toContain('spawn_failed');
     expect(types).not.toContain('workspace.reconciled');
-    expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(true);
+    expect(existsSync(join(fx.home, 'worktrees', 'demo', 'w'))).toBe(true);
 
     go();
     expect(await fork).toMatchObject({ state: 'running' });
@@ -291,7 +234,7 @@ describe('two servers on one PostgreSQL registry: reconcile leaves the other ser
     await a.fork(queue('y'));
     const go = holdEnsure();
     await a.stop('demo~x');
-    await until(async () => driver.calls.includes('ensure demo~y'));
+    await until(async () => fx.driver.calls.includes('ensure demo~y'));
 
     const b = await open();
     await b.reconcile();
@@ -316,12 +259,12 @@ describe('idle auto-stop', () => {
 
   it('leaves a workspace whose backend is in a turn running, and counts the turn as activity', async () => {
     const g = await withProject({ idleStopMs: 200 });
-    driver.behave.busy = true;
+    fx.driver.behave.busy = true;
     const a = await g.fork({ project: 'demo', name: 'a' });
     // The sweep saw it idle and busy: it marks it active instead of stopping it.
     await until(async () => (await g.get('demo~a')).lastActivityAt !== a.lastActivityAt);
     expect(await state(g, 'demo~a')).toBe('running');
-    driver.behave.busy = false;
+    fx.driver.behave.busy = false;
     await until(async () => (await state(g, 'demo~a')) === 'stopped');
   });
 

@@ -1,70 +1,24 @@
 // Lifecycle logic against real git repos, a real registry (a SQLite file, then the same tests on a throwaway
 // PostgreSQL cluster) and real sockets, with an in-memory sandbox driver.
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { openPostgres, openSqlite, pgTables, startTestPostgres, workspaces } from '@grove/db';
-import type { TestPostgres } from '@grove/db';
+import { openPostgres, openSqlite, pgTables, workspaces } from '@grove/db';
 import { eq } from 'drizzle-orm';
 import type { GroveEvent } from '@grove/contracts';
 import { workspaceSchema } from '@grove/contracts';
-import { pino } from 'pino';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
-import type { Grove, GroveOptions } from './index.ts';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { Grove } from './index.ts';
 import { ensureWorktree, resolveCommit } from './git.ts';
-import { FakeDriver } from './test-support/fake-driver.ts';
-import { branches, git, makeSourceRepo } from './test-support/repo.ts';
+import { useGroveFixture } from './test-support/grove-fixture.ts';
+import { branches, git } from './test-support/repo.ts';
 
-let tmp: string;
-let home: string;
-let source: string;
-let driver: FakeDriver;
-const groves: Grove[] = [];
-let cluster: TestPostgres | undefined;
-/** Set per test by the PostgreSQL pass; null: SQLite in the home. */
-let databaseUrl: string | null = null;
-
-beforeAll(async () => {
-  cluster = await startTestPostgres();
+const fx = useGroveFixture({
+  tmpPrefix: 'grove-core-',
+  logLevel: process.env.GROVE_TEST_LOG,
+  defaults: { maxRunning: 3, gitLockTimeoutMs: 5_000 },
+  postgresDatabase: 'core',
 });
-afterAll(async () => {
-  await cluster?.stop();
-});
-
-beforeEach(() => {
-  tmp = mkdtempSync(join(tmpdir(), 'grove-core-'));
-  home = join(tmp, 'home');
-  source = makeSourceRepo(join(tmp, 'src'));
-  driver = new FakeDriver();
-});
-afterEach(async () => {
-  for (const g of groves.splice(0)) await g.close();
-  await driver.closeAll();
-  rmSync(tmp, { recursive: true, force: true });
-});
-
-async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await createGrove({
-    home,
-    driver,
-    image: 'grove-sandbox:test',
-    maxRunning: 3,
-    logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
-    healthTimeoutMs: 1_500,
-    gitLockTimeoutMs: 5_000,
-    databaseUrl,
-    ...over,
-  });
-  groves.push(g);
-  return g;
-}
-
-async function withProject(over: Partial<GroveOptions> = {}): Promise<Grove> {
-  const g = await open(over);
-  await g.addProject({ name: 'demo', source, createDefault: false });
-  return g;
-}
+const { open, withProject, until } = fx;
 
 function ls(dir: string): string[] {
   return existsSync(dir) ? readdirSync(dir) : [];
@@ -74,20 +28,12 @@ async function eventTypes(g: Grove, slug: string): Promise<string[]> {
   return (await g.events({ slug, limit: 1000 })).map((e) => e.type);
 }
 
-async function until(cond: () => Promise<boolean>, ms = 5_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 type RowValues = { slug: string; project: string; name: string; branch: string; baseRef: string; state: 'creating' | 'tearing-down'; createdAt: string; updatedAt: string };
 
 /** What a crash leaves in the registry, written by hand (the server is closed): rows added, a state changed. */
 async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: string; state: 'tearing-down' } }): Promise<void> {
-  if (databaseUrl) {
-    const h = await openPostgres({ url: databaseUrl });
+  if (fx.databaseUrl) {
+    const h = await openPostgres({ url: fx.databaseUrl });
     try {
       const t = pgTables.workspaces;
       if (edit.setState) await h.db.update(t).set({ state: edit.setState.state }).where(eq(t.slug, edit.setState.slug));
@@ -97,7 +43,7 @@ async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: st
     }
     return;
   }
-  const { db, close } = openSqlite({ file: join(home, 'grove.db') });
+  const { db, close } = openSqlite({ file: join(fx.home, 'grove.db') });
   try {
     if (edit.setState) db.update(workspaces).set({ state: edit.setState.state }).where(eq(workspaces.slug, edit.setState.slug)).run();
     if (edit.insert?.length) db.insert(workspaces).values(edit.insert).run();
@@ -108,19 +54,15 @@ async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: st
 
 describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
   beforeEach(async () => {
-    databaseUrl = null;
-    if (dialect === 'postgres') {
-      if (!cluster) throw new Error('the test PostgreSQL cluster did not start');
-      databaseUrl = await cluster.createDatabase('core');
-    }
+    if (dialect === 'postgres') await fx.usePostgres();
   });
 
   it('keeps the registry where it is told: the SQLite file in the home, or only the PostgreSQL database', async () => {
     const g = await withProject();
     await g.fork({ project: 'demo', name: 'where' });
-    expect(existsSync(join(home, 'grove.db'))).toBe(dialect === 'sqlite');
-    if (databaseUrl) {
-      const h = await openPostgres({ url: databaseUrl });
+    expect(existsSync(join(fx.home, 'grove.db'))).toBe(dialect === 'sqlite');
+    if (fx.databaseUrl) {
+      const h = await openPostgres({ url: fx.databaseUrl });
       try {
         expect((await h.db.select().from(pgTables.workspaces)).map((r) => r.slug)).toEqual(['demo~where']);
       } finally {
@@ -132,30 +74,30 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
   describe('addProject', () => {
     it('bare-clones, records the project and starts the default workspace; a second call changes nothing', async () => {
       const g = await open();
-      await g.addProject({ name: 'demo', source });
-      expect(existsSync(join(home, 'repos', 'demo', 'HEAD'))).toBe(true);
+      await g.addProject({ name: 'demo', source: fx.source });
+      expect(existsSync(join(fx.home, 'repos', 'demo', 'HEAD'))).toBe(true);
       expect(await g.listProjects()).toEqual([{ name: 'demo', defaultBranch: 'main', createdAt: expect.any(String) as string }]);
       const ws = await g.get('demo');
       expect(ws).toMatchObject({ slug: 'demo', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running' });
-      expect(existsSync(join(home, 'worktrees', 'demo', 'default', 'README.md'))).toBe(true);
+      expect(existsSync(join(fx.home, 'worktrees', 'demo', 'default', 'README.md'))).toBe(true);
 
       const before = await g.events({ limit: 1000 });
-      await g.addProject({ name: 'demo', source });
+      await g.addProject({ name: 'demo', source: fx.source });
       expect(await g.events({ limit: 1000 })).toEqual(before);
       expect((await g.list()).workspaces).toHaveLength(1);
 
       // A stopped default stays stopped.
       await g.stop('demo');
-      await g.addProject({ name: 'demo', source });
+      await g.addProject({ name: 'demo', source: fx.source });
       expect((await g.get('demo')).state).toBe('stopped');
     });
 
     it('re-creates a torn-down default workspace on the kept grove/default branch', async () => {
       const g = await open();
-      await g.addProject({ name: 'demo', source });
+      await g.addProject({ name: 'demo', source: fx.source });
       await g.teardown('demo');
-      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/default');
-      await g.addProject({ name: 'demo', source });
+      expect(branches(join(fx.home, 'repos', 'demo'))).toContain('grove/default');
+      await g.addProject({ name: 'demo', source: fx.source });
       expect(await g.get('demo')).toMatchObject({ state: 'running', branch: 'grove/default', isDefault: true });
       const prepared = (await g.events({ slug: 'demo', limit: 100 })).filter((e) => e.type === 'workspace.prepared');
       expect(prepared.map((e) => e.data.branchCreated)).toEqual([true, false]);
@@ -164,9 +106,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
     it('rejects bad names and sources', async () => {
       const g = await open();
-      await expect(g.addProject({ name: 'Demo', source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
+      await expect(g.addProject({ name: 'Demo', source: fx.source })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('lowercase') as string });
       await expect(g.addProject({ name: 'demo', source: '--upload-pack=x' })).rejects.toMatchObject({ code: 'invalid_input' });
-      await expect(g.addProject({ name: 'demo', source: join(tmp, 'missing') })).rejects.toMatchObject({
+      await expect(g.addProject({ name: 'demo', source: join(fx.tmp, 'missing') })).rejects.toMatchObject({
         code: 'invalid_input',
         message: expect.stringContaining('no git repository') as string,
       });
@@ -184,7 +126,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       expect(workspaceSchema.parse(ws)).toEqual(ws);
       expect(ws).toMatchObject({ slug: 'demo~fix-1', project: 'demo', name: 'fix-1', isDefault: false, branch: 'grove/fix-1', baseRef: 'main', state: 'running', failureReason: null });
       // No host path leaks into the API shape.
-      expect(JSON.stringify(ws)).not.toContain(home);
+      expect(JSON.stringify(ws)).not.toContain(fx.home);
 
       expect(await eventTypes(g, 'demo~fix-1')).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
       expect(seen.map((e) => e.type)).toEqual(['workspace.reserved', 'workspace.prepared', 'sandbox.started', 'workspace.registered']);
@@ -194,19 +136,19 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       expect(started?.data).toMatchObject({ containerId: 'fake-1', ms: expect.any(Number) as number });
       expect(registered?.data).toMatchObject({ ms: expect.any(Number) as number });
 
-      const spec = driver.containers.get('demo~fix-1')?.spec;
+      const spec = fx.driver.containers.get('demo~fix-1')?.spec;
       expect(spec).toMatchObject({
-        worktreePath: join(home, 'worktrees', 'demo', 'fix-1'),
-        gitCommonDir: join(home, 'repos', 'demo'),
-        gitAdminDir: join(home, 'repos', 'demo', 'worktrees', 'fix-1'),
-        runDir: join(home, 'run', 'demo~fix-1'),
-        threadDir: join(home, 'threads', 'demo~fix-1'),
-        stateDir: join(home, 'state', 'demo~fix-1'),
+        worktreePath: join(fx.home, 'worktrees', 'demo', 'fix-1'),
+        gitCommonDir: join(fx.home, 'repos', 'demo'),
+        gitAdminDir: join(fx.home, 'repos', 'demo', 'worktrees', 'fix-1'),
+        runDir: join(fx.home, 'run', 'demo~fix-1'),
+        threadDir: join(fx.home, 'threads', 'demo~fix-1'),
+        stateDir: join(fx.home, 'state', 'demo~fix-1'),
         env: { GROVE_SLUG: 'demo~fix-1', GROVE_PROVIDER: 'scripted', GROVE_PROJECT: 'demo' },
         limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1e9, pids: 256 },
       });
-      expect(await g.socketFor('demo~fix-1')).toBe(join(home, 'run', 'demo~fix-1', 'backend.sock'));
-      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/fix-1');
+      expect(await g.socketFor('demo~fix-1')).toBe(join(fx.home, 'run', 'demo~fix-1', 'backend.sock'));
+      expect(branches(join(fx.home, 'repos', 'demo'))).toContain('grove/fix-1');
     });
 
     it('answers 422 naming the rule, 404 for an unknown project, 409 for a live slug', async () => {
@@ -232,9 +174,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     it('refuses a slug whose backend socket path would exceed the Unix socket limit', async () => {
       const g = await open();
       const long = 'p'.repeat(39);
-      await g.addProject({ name: long, source, createDefault: false });
+      await g.addProject({ name: long, source: fx.source, createDefault: false });
       const name = 'n'.repeat(39);
-      expect(Buffer.byteLength(join(home, 'run', `${long}~${name}`, 'backend.sock'))).toBeGreaterThan(107);
+      expect(Buffer.byteLength(join(fx.home, 'run', `${long}~${name}`, 'backend.sock'))).toBeGreaterThan(107);
       await expect(g.fork({ project: long, name })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringContaining('107-byte limit') as string });
       expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
       // A short name in the same project is fine.
@@ -245,7 +187,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const g = await withProject();
       const ws = await g.fork({ project: 'demo', name: 'feat', from: 'feature' });
       expect(ws.baseRef).toBe('feature');
-      expect(existsSync(join(home, 'worktrees', 'demo', 'feat', 'feature.txt'))).toBe(true);
+      expect(existsSync(join(fx.home, 'worktrees', 'demo', 'feat', 'feature.txt'))).toBe(true);
     });
 
     it('caps running + creating: concurrent forks beyond the cap get 429 and leave nothing behind', async () => {
@@ -258,8 +200,8 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       for (const r of refused) expect(r.reason).toMatchObject({ code: 'capacity_reached', status: 429, details: { running: expect.any(Number) as number, cap: 2 } });
       expect(await g.capacity()).toEqual({ running: 2, creating: 0, cap: 2, queued: 0 });
       expect((await g.list({ includeGone: true })).workspaces).toHaveLength(2);
-      expect(ls(join(home, 'worktrees', 'demo'))).toHaveLength(2);
-      expect(driver.containers.size).toBe(2);
+      expect(ls(join(fx.home, 'worktrees', 'demo'))).toHaveLength(2);
+      expect(fx.driver.containers.size).toBe(2);
 
       // Stop frees a slot; start needs one again.
       const [first] = (await g.list()).workspaces;
@@ -278,23 +220,23 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const events = await g.events({ slug: 'demo~x' });
       expect(events.map((e) => e.type)).toEqual(['workspace.reserved', 'spawn_failed']);
       expect(events[1]?.data).toMatchObject({ step: 'worktree', op: 'fork' });
-      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-      expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
-      expect(driver.containers.size).toBe(0);
+      expect(ls(join(fx.home, 'worktrees', 'demo'))).toEqual([]);
+      expect(branches(join(fx.home, 'repos', 'demo'))).not.toContain('grove/x');
+      expect(fx.driver.containers.size).toBe(0);
       expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
     });
 
     it('missing image: spawn_failed at the image step with a hint, everything undone (branch deleted: no commits)', async () => {
       const g = await withProject({ image: 'grove-sandbox:missing' });
       await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'image' }, message: expect.stringContaining('setup.sh') as string });
-      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
-      expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
-      expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/x');
-      expect(ls(join(home, 'run'))).toEqual([]);
-      expect(ls(join(home, 'threads'))).toEqual([]);
-      expect(ls(join(home, 'state'))).toEqual([]);
+      expect(ls(join(fx.home, 'worktrees', 'demo'))).toEqual([]);
+      expect(ls(join(fx.home, 'repos', 'demo', 'worktrees'))).toEqual([]);
+      expect(branches(join(fx.home, 'repos', 'demo'))).not.toContain('grove/x');
+      expect(ls(join(fx.home, 'run'))).toEqual([]);
+      expect(ls(join(fx.home, 'threads'))).toEqual([]);
+      expect(ls(join(fx.home, 'state'))).toEqual([]);
       // The slug is free again: a retry with a working image succeeds on the plain branch name.
-      driver.behave.images.add('grove-sandbox:missing');
+      fx.driver.behave.images.add('grove-sandbox:missing');
       expect((await g.fork({ project: 'demo', name: 'x' })).branch).toBe('grove/x');
       expect((await g.list({ includeGone: true })).workspaces.map((w) => w.state)).toEqual(['failed', 'running']);
       expect((await g.list()).workspaces.map((w) => w.state)).toEqual(['running']);
@@ -302,47 +244,47 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
     it('a backend that exits fails fast with its exit code and last output', async () => {
       const g = await withProject({ healthTimeoutMs: 20_000 });
-      driver.behave.crashWith = 3;
+      fx.driver.behave.crashWith = 3;
       const t0 = Date.now();
       const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
       expect(Date.now() - t0).toBeLessThan(5_000);
       expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
       expect((err as Error).message).toMatch(/exited with code 3/);
       expect((err as Error).message).toContain('GROVE_PROVIDER is not valid');
-      expect(driver.containers.size).toBe(0);
-      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+      expect(fx.driver.containers.size).toBe(0);
+      expect(ls(join(fx.home, 'worktrees', 'demo'))).toEqual([]);
     });
 
     it('a backend that never answers times out after healthTimeoutMs and is undone', async () => {
       const g = await withProject({ healthTimeoutMs: 400 });
-      driver.behave.listen = false;
+      fx.driver.behave.listen = false;
       const err = await g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
       expect(err).toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
       expect((err as Error).message).toMatch(/did not answer \/health within 400 ms/);
-      expect(driver.containers.size).toBe(0);
+      expect(fx.driver.containers.size).toBe(0);
       const spawnFailed = (await g.events({ slug: 'demo~x' })).find((e) => e.type === 'spawn_failed');
       expect(spawnFailed?.data).toMatchObject({ step: 'health', reason: expect.stringContaining('400 ms') as string });
     });
 
     it('a fork that fails keeps its branch when it already holds commits', async () => {
       const g = await withProject({ healthTimeoutMs: 1_500 });
-      driver.behave.listen = false;
+      fx.driver.behave.listen = false;
       // Commit on the new branch from "inside" while the fork waits for health.
       const pending = g.fork({ project: 'demo', name: 'x' }).catch((e: unknown) => e);
-      const wt = join(home, 'worktrees', 'demo', 'x');
+      const wt = join(fx.home, 'worktrees', 'demo', 'x');
       await until(async () => (await eventTypes(g, 'demo~x')).includes('sandbox.started'));
       writeFileSync(join(wt, 'work.txt'), 'work');
       const { git } = await import('./test-support/repo.ts');
       git(wt, 'add', '.');
       git(wt, 'commit', '-q', '-m', 'work');
       expect(await pending).toMatchObject({ code: 'spawn_failed' });
-      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/x');
+      expect(branches(join(fx.home, 'repos', 'demo'))).toContain('grove/x');
       expect(existsSync(wt)).toBe(false);
     });
 
     it('docker down: 503 docker_unavailable and nothing reserved', async () => {
       const g = await withProject();
-      driver.behave.down = true;
+      fx.driver.behave.down = true;
       await expect(g.fork({ project: 'demo', name: 'x' })).rejects.toMatchObject({ code: 'docker_unavailable', status: 503 });
       expect((await g.list({ includeGone: true })).workspaces).toEqual([]);
       expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
@@ -351,7 +293,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
     it('wait=false returns the reservation and finishes in the background', async () => {
       const g = await withProject();
-      driver.behave.listenDelayMs = 300;
+      fx.driver.behave.listenDelayMs = 300;
       const ws = await g.fork({ project: 'demo', name: 'bg' }, { wait: false });
       expect(ws.state).toBe('creating');
       expect(await g.capacity()).toMatchObject({ creating: 1 });
@@ -374,14 +316,14 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     it('stop keeps everything and frees the slot; start reopens the same worktree, thread and session', async () => {
       const g = await withProject();
       await g.fork({ project: 'demo', name: 'w' });
-      const wt = join(home, 'worktrees', 'demo', 'w');
+      const wt = join(fx.home, 'worktrees', 'demo', 'w');
       writeFileSync(join(wt, 'scratch.txt'), 'keep me');
-      writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
-      driver.behave.agentSessionId = 'sess-123';
+      writeFileSync(join(fx.home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
+      fx.driver.behave.agentSessionId = 'sess-123';
 
       const stopped = await g.stop('demo~w');
       expect(stopped).toMatchObject({ state: 'stopped', agentSessionId: 'sess-123' });
-      expect(driver.containers.get('demo~w')?.running).toBe(false);
+      expect(fx.driver.containers.get('demo~w')?.running).toBe(false);
       expect(await g.capacity()).toMatchObject({ running: 0 });
       const err = await g.socketFor('demo~w').catch((e: unknown) => e);
       expect(err).toMatchObject({ code: 'workspace_stopped', status: 409, details: { slug: 'demo~w', state: 'stopped' } });
@@ -391,9 +333,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
       const started = await g.start('demo~w');
       expect(started).toMatchObject({ state: 'running', agentSessionId: 'sess-123', branch: 'grove/w' });
-      expect(driver.containers.get('demo~w')?.id).toBe('fake-1'); // same container, restarted
+      expect(fx.driver.containers.get('demo~w')?.id).toBe('fake-1'); // same container, restarted
       expect(existsSync(join(wt, 'scratch.txt'))).toBe(true);
-      expect(existsSync(join(home, 'threads', 'demo~w', 'thread.jsonl'))).toBe(true);
+      expect(existsSync(join(fx.home, 'threads', 'demo~w', 'thread.jsonl'))).toBe(true);
       expect(await eventTypes(g, 'demo~w')).toEqual([
         'workspace.reserved',
         'workspace.prepared',
@@ -411,33 +353,33 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const g = await withProject({ healthTimeoutMs: 300 });
       await g.fork({ project: 'demo', name: 'w' });
       await g.stop('demo~w');
-      driver.behave.listen = false;
+      fx.driver.behave.listen = false;
       await expect(g.start('demo~w')).rejects.toMatchObject({ code: 'spawn_failed', details: { step: 'health' } });
       expect(await g.get('demo~w')).toMatchObject({ state: 'stopped', failureReason: expect.stringContaining('/health') as string });
-      expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(true);
+      expect(existsSync(join(fx.home, 'worktrees', 'demo', 'w'))).toBe(true);
       expect(await g.capacity()).toMatchObject({ running: 0, creating: 0 });
-      driver.behave.listen = true;
+      fx.driver.behave.listen = true;
       expect(await g.start('demo~w')).toMatchObject({ state: 'running', failureReason: null });
     });
 
     it('teardown removes container and worktree, archives thread and state, keeps the branch; idempotent', async () => {
       const g = await withProject();
       await g.fork({ project: 'demo', name: 'w' });
-      writeFileSync(join(home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
-      writeFileSync(join(home, 'state', 'demo~w', 'session'), 'x');
+      writeFileSync(join(fx.home, 'threads', 'demo~w', 'thread.jsonl'), '{"seq":0}\n');
+      writeFileSync(join(fx.home, 'state', 'demo~w', 'session'), 'x');
       const gone = await g.teardown('demo~w');
       expect(gone.state).toBe('gone');
-      expect(driver.containers.has('demo~w')).toBe(false);
-      expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(false);
-      expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
-      expect(existsSync(join(home, 'run', 'demo~w'))).toBe(false);
-      expect(existsSync(join(home, 'threads', 'demo~w'))).toBe(false);
-      const archives = ls(join(home, 'archive'));
+      expect(fx.driver.containers.has('demo~w')).toBe(false);
+      expect(existsSync(join(fx.home, 'worktrees', 'demo', 'w'))).toBe(false);
+      expect(ls(join(fx.home, 'repos', 'demo', 'worktrees'))).toEqual([]);
+      expect(existsSync(join(fx.home, 'run', 'demo~w'))).toBe(false);
+      expect(existsSync(join(fx.home, 'threads', 'demo~w'))).toBe(false);
+      const archives = ls(join(fx.home, 'archive'));
       expect(archives).toHaveLength(1);
       expect(archives[0]).toMatch(/^demo~w-\d{8}T\d{9}Z$/);
-      expect(existsSync(join(home, 'archive', archives[0] ?? '', 'thread', 'thread.jsonl'))).toBe(true);
-      expect(existsSync(join(home, 'archive', archives[0] ?? '', 'state', 'session'))).toBe(true);
-      expect(branches(join(home, 'repos', 'demo'))).toContain('grove/w');
+      expect(existsSync(join(fx.home, 'archive', archives[0] ?? '', 'thread', 'thread.jsonl'))).toBe(true);
+      expect(existsSync(join(fx.home, 'archive', archives[0] ?? '', 'state', 'session'))).toBe(true);
+      expect(branches(join(fx.home, 'repos', 'demo'))).toContain('grove/w');
       const cleaned = (await g.events({ slug: 'demo~w' })).find((e) => e.type === 'workspace.cleaned');
       expect(cleaned?.data).toMatchObject({ branch: 'grove/w', archive: archives[0] });
 
@@ -464,14 +406,14 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
     it('teardown while a fork is still creating cancels it and ends gone with nothing left', async () => {
       const g = await withProject({ healthTimeoutMs: 10_000 });
-      driver.behave.listen = false;
+      fx.driver.behave.listen = false;
       await g.fork({ project: 'demo', name: 'half' }, { wait: false });
       await until(async () => (await eventTypes(g, 'demo~half')).includes('sandbox.started'));
       const t0 = Date.now();
       expect((await g.teardown('demo~half')).state).toBe('gone');
       expect(Date.now() - t0).toBeLessThan(3_000);
-      expect(driver.containers.size).toBe(0);
-      expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
+      expect(fx.driver.containers.size).toBe(0);
+      expect(ls(join(fx.home, 'worktrees', 'demo'))).toEqual([]);
       const types = await eventTypes(g, 'demo~half');
       expect(types).toContain('spawn_failed');
       expect(types.at(-1)).toBe('workspace.cleaned');
@@ -480,7 +422,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
     it('stop and start refuse a workspace in the wrong state', async () => {
       const g = await withProject();
-      driver.behave.listenDelayMs = 500;
+      fx.driver.behave.listenDelayMs = 500;
       await g.fork({ project: 'demo', name: 'c' }, { wait: false });
       await expect(g.stop('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
       await expect(g.start('demo~c')).rejects.toMatchObject({ code: 'invalid_state' });
@@ -510,7 +452,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const g = await withProject({ maxRunning: 1 });
       await g.reconcile(); // starts following sandbox events
       await g.fork({ project: 'demo', name: 'a' });
-      await driver.kill('demo~a', 137);
+      await fx.driver.kill('demo~a', 137);
       await until(async () => (await g.get('demo~a')).state === 'stopped');
       expect(await g.get('demo~a')).toMatchObject({ failureReason: 'the sandbox stopped unexpectedly: it exited with code 137' });
       expect(await eventTypes(g, 'demo~a')).toContain('sandbox.died');
@@ -524,7 +466,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       await g.reconcile();
       await g.fork({ project: 'demo', name: 'b' });
       await g.stop('demo~b');
-      await driver.kill('demo~b', 0); // a late death notice for the stop
+      await fx.driver.kill('demo~b', 0); // a late death notice for the stop
       await new Promise((r) => setTimeout(r, 50));
       expect(await g.get('demo~b')).toMatchObject({ state: 'stopped', failureReason: null });
       expect(await eventTypes(g, 'demo~b')).not.toContain('sandbox.died');
@@ -539,10 +481,10 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       await g1.fork({ project: 'demo', name: 'dead' });
       await g1.fork({ project: 'demo', name: 'halfgone' });
       await g1.close();
-      groves.splice(0);
+      fx.groves.splice(0);
 
       // What a crash leaves behind, written by hand:
-      const repo = join(home, 'repos', 'demo');
+      const repo = join(fx.home, 'repos', 'demo');
       const now = new Date().toISOString();
       // - a teardown interrupted mid-way, and a fork interrupted mid-way: row creating, worktree added, container up
       await writeRegistry({
@@ -550,34 +492,34 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
         insert: [{ slug: 'demo~crashed', project: 'demo', name: 'crashed', branch: 'grove/crashed', baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }],
       });
       const base = (await resolveCommit(repo, 'main')) ?? '';
-      const wt = await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
-      mkdirSync(join(home, 'run', 'demo~crashed'), { recursive: true });
-      await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(home, 'run', 'demo~crashed'), gitAdminDir: wt.adminDir });
+      const wt = await ensureWorktree(repo, { path: join(fx.home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
+      mkdirSync(join(fx.home, 'run', 'demo~crashed'), { recursive: true });
+      await fx.driver.ensure({ ...(fx.driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(fx.home, 'run', 'demo~crashed'), gitAdminDir: wt.adminDir });
       // - a container whose workspace the registry no longer knows
-      mkdirSync(join(tmp, 'orphan-run'));
-      await driver.ensure({ ...(driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~orphan', runDir: join(tmp, 'orphan-run') });
+      mkdirSync(join(fx.tmp, 'orphan-run'));
+      await fx.driver.ensure({ ...(fx.driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~orphan', runDir: join(fx.tmp, 'orphan-run') });
       // - containers that died or disappeared while we were down
-      await driver.kill('demo~dead', 137);
-      await driver.remove('demo~vanished');
+      await fx.driver.kill('demo~dead', 137);
+      await fx.driver.remove('demo~vanished');
       // - a worktree no row owns, and a lock held by a dead process
-      await ensureWorktree(repo, { path: join(home, 'worktrees', 'demo', 'stray'), branch: 'grove/stray', base });
+      await ensureWorktree(repo, { path: join(fx.home, 'worktrees', 'demo', 'stray'), branch: 'grove/stray', base });
       const { spawn } = await import('node:child_process');
       const c = spawn(process.execPath, ['-e', '']);
       await new Promise((r) => c.on('exit', r));
-      writeFileSync(join(home, 'locks', 'demo.lock'), JSON.stringify({ pid: c.pid, at: now }));
+      writeFileSync(join(fx.home, 'locks', 'demo.lock'), JSON.stringify({ pid: c.pid, at: now }));
 
       const g2 = await open({ gitLockTimeoutMs: 500, maxRunning: 8 });
       await g2.reconcile();
 
-      expect(existsSync(join(home, 'locks', 'demo.lock'))).toBe(false);
+      expect(existsSync(join(fx.home, 'locks', 'demo.lock'))).toBe(false);
       const states = Object.fromEntries((await g2.list({ includeGone: true })).workspaces.map((w) => [w.slug, w.state]));
       expect(states).toEqual({ 'demo~alive': 'running', 'demo~vanished': 'stopped', 'demo~dead': 'stopped', 'demo~halfgone': 'gone', 'demo~crashed': 'failed' });
       expect(await g2.get('demo~crashed')).toMatchObject({ failureReason: 'interrupted by a server restart' });
-      expect([...driver.containers.keys()].sort()).toEqual(['demo~alive', 'demo~dead']);
-      expect(ls(join(home, 'worktrees', 'demo')).sort()).toEqual(['alive', 'dead', 'vanished']);
+      expect([...fx.driver.containers.keys()].sort()).toEqual(['demo~alive', 'demo~dead']);
+      expect(ls(join(fx.home, 'worktrees', 'demo')).sort()).toEqual(['alive', 'dead', 'vanished']);
       expect(branches(repo)).not.toContain('grove/crashed');
       expect(branches(repo)).toContain('grove/stray'); // worktree removed, branch (maybe work) kept
-      expect(existsSync(join(home, 'run', 'demo~crashed'))).toBe(false);
+      expect(existsSync(join(fx.home, 'run', 'demo~crashed'))).toBe(false);
       const reconciled = (await g2.events({ limit: 1000 })).filter((e) => e.type === 'workspace.reconciled');
       expect(reconciled.map((e) => `${e.slug}:${String(e.data.action ?? e.data.to)}`).sort()).toEqual([
         'demo~crashed:failed',
@@ -597,7 +539,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
   });
 
   describe('saved work (teardown never loses work)', () => {
-    const repo = (): string => join(home, 'repos', 'demo');
+    const repo = (): string => join(fx.home, 'repos', 'demo');
 
     /** Modified, staged, untracked, ignored and deleted files in a worktree; returns what must come back. */
     function dirty(wt: string): Record<string, Buffer | null> {
@@ -631,7 +573,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const g = await withProject();
       const ws = await g.fork({ project: 'demo', name: 'w' });
       const tip = git(repo(), 'rev-parse', 'refs/heads/grove/w');
-      const files = dirty(join(home, 'worktrees', 'demo', 'w'));
+      const files = dirty(join(fx.home, 'worktrees', 'demo', 'w'));
       await g.teardown('demo~w');
 
       const events = await g.events({ slug: 'demo~w' });
@@ -646,7 +588,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
       const back = await g.restore('demo~w', { name: 'w-back' });
       expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove/demo+w/teardown/1', branch: 'grove/w-back' });
-      expectFiles(join(home, 'worktrees', 'demo', 'w-back'), files);
+      expectFiles(join(fx.home, 'worktrees', 'demo', 'w-back'), files);
       // The new branch starts at the saved commit, whose parent is the old branch's tip: history is kept.
       expect(git(repo(), 'rev-parse', 'refs/heads/grove/w-back^')).toBe(tip);
     });
@@ -666,19 +608,19 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     it('a crash between saving and removing loses nothing: reconcile finishes the teardown and reuses the same ref', async () => {
       const g1 = await withProject();
       await g1.fork({ project: 'demo', name: 'crash' });
-      const wt = join(home, 'worktrees', 'demo', 'crash');
+      const wt = join(fx.home, 'worktrees', 'demo', 'crash');
       const files = dirty(wt);
-      const realRemove = driver.remove.bind(driver);
-      driver.remove = async () => {
+      const realRemove = fx.driver.remove.bind(fx.driver);
+      fx.driver.remove = async () => {
         throw new Error('killed right after the work was saved');
       };
       await expect(g1.teardown('demo~crash')).rejects.toThrow(/killed/);
-      driver.remove = realRemove;
+      fx.driver.remove = realRemove;
       expect((await g1.get('demo~crash')).state).toBe('tearing-down');
       expect(existsSync(wt)).toBe(true);
       expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
       await g1.close();
-      groves.splice(0);
+      fx.groves.splice(0);
 
       const g2 = await open();
       await g2.reconcile();
@@ -688,15 +630,15 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const saves = (await g2.events({ slug: 'demo~crash' })).filter((e) => e.type === 'workspace.saved');
       expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
       await g2.restore('demo~crash', { name: 'crash-back' });
-      expectFiles(join(home, 'worktrees', 'demo', 'crash-back'), files);
+      expectFiles(join(fx.home, 'worktrees', 'demo', 'crash-back'), files);
     });
 
     it('reconcile saves the work of an orphan worktree before removing it', async () => {
       const g1 = await withProject();
       await g1.close();
-      groves.splice(0);
+      fx.groves.splice(0);
       const base = (await resolveCommit(repo(), 'main')) ?? '';
-      const wt = join(home, 'worktrees', 'demo', 'stray');
+      const wt = join(fx.home, 'worktrees', 'demo', 'stray');
       await ensureWorktree(repo(), { path: wt, branch: 'grove/stray', base });
       writeFileSync(join(wt, 'left.txt'), 'left behind');
       const g2 = await open();
@@ -709,14 +651,14 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     it('an interrupted fork rolls back its branch only when it holds no commits beyond its base', async () => {
       const g1 = await withProject({ maxRunning: 8 });
       await g1.close();
-      groves.splice(0);
+      fx.groves.splice(0);
       const base = (await resolveCommit(repo(), 'main')) ?? '';
       const now = new Date().toISOString();
       await writeRegistry({
         insert: ['empty', 'worked'].map((name) => ({ slug: `demo~${name}`, project: 'demo', name, branch: `grove/${name}`, baseRef: 'main', state: 'creating' as const, createdAt: now, updatedAt: now })),
       });
-      await ensureWorktree(repo(), { path: join(home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
-      const worked = join(home, 'worktrees', 'demo', 'worked');
+      await ensureWorktree(repo(), { path: join(fx.home, 'worktrees', 'demo', 'empty'), branch: 'grove/empty', base });
+      const worked = join(fx.home, 'worktrees', 'demo', 'worked');
       await ensureWorktree(repo(), { path: worked, branch: 'grove/worked', base });
       writeFileSync(join(worked, 'commit.txt'), 'committed');
       git(worked, 'add', '.');
