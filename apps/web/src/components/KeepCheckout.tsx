@@ -6,6 +6,7 @@
 import { useEffect, useId, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
+import { onProjectKeep } from '../lib/project-settings.ts';
 import { Spinner } from './ui.tsx';
 
 type Choice = 'project' | 'keep' | 'clean';
@@ -40,6 +41,8 @@ export function KeepCheckoutSetting({ workspace: w, className, onChanged }: { wo
       live = false;
     };
   }, [w.project]);
+  // Changed in the Project settings dialog: no event says so, that dialog does.
+  useEffect(() => onProjectKeep((project, keeps) => project === w.project && setProjectKeeps(keeps)), [w.project]);
 
   const change = async (next: Choice) => {
     const before = choice;

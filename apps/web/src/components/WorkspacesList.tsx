@@ -1,4 +1,5 @@
-// The list tab of the engineer view: every workspace as a card, the capacity meter, and the fork dialog.
+// The list tab of the engineer view: every workspace as a card, the capacity meter, the fork dialog, and each
+// project's settings.
 'use client';
 
 import { useEffect, useState } from 'react';
@@ -7,6 +8,7 @@ import { api } from '../lib/api.ts';
 import { byActivity, capacityReason, isFull } from '../lib/capacity.ts';
 import type { UseWorkspaces } from '../lib/use-workspaces.ts';
 import { ForkDialog } from './ForkDialog.tsx';
+import { ProjectSettingsDialog } from './ProjectSettings.tsx';
 import { Notice } from './ui.tsx';
 import { WorkspaceCard } from './WorkspaceCard.tsx';
 
@@ -14,6 +16,8 @@ import { WorkspaceCard } from './WorkspaceCard.tsx';
 export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked }: { workspaces: UseWorkspaces; onForked?: (slug: string) => void }) {
   const [projects, setProjects] = useState<Project[]>([]);
   const [forking, setForking] = useState(false);
+  // The project whose settings are open, or null.
+  const [settingsOf, setSettingsOf] = useState<string | null>(null);
   const onChanged = () => void refresh();
 
   useEffect(() => {
@@ -32,7 +36,7 @@ export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked 
           </Notice>
         </div>
       ) : load.kind === 'ready' ? (
-        <Ready data={load.data} projects={projects} stale={stale} onFork={() => setForking(true)} onChanged={onChanged} />
+        <Ready data={load.data} projects={projects} stale={stale} onFork={() => setForking(true)} onSettings={setSettingsOf} onChanged={onChanged} />
       ) : (
         <Loading />
       )}
@@ -46,6 +50,9 @@ export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked 
           onStarted={onForked}
         />
       ) : null}
+      {settingsOf !== null && load.kind === 'ready' ? (
+        <ProjectSettingsDialog projects={projectNames(projects, load.data.workspaces)} initial={settingsOf} onClose={() => setSettingsOf(null)} />
+      ) : null}
     </div>
   );
 }
@@ -54,6 +61,11 @@ export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked 
 function projectsFrom(workspaces: Workspace[]): Project[] {
   const names = [...new Set(workspaces.map((w) => w.project))].sort();
   return names.map((name) => ({ name, defaultBranch: workspaces.find((w) => w.project === name && w.isDefault)?.baseRef ?? 'main', createdAt: '' }));
+}
+
+/** Every project, including one without a workspace yet (added with the API or `grove project add`). */
+function projectNames(projects: Project[], workspaces: Workspace[]): string[] {
+  return [...new Set([...projects.map((p) => p.name), ...workspaces.map((w) => w.project)])].sort();
 }
 
 function Loading() {
@@ -71,8 +83,19 @@ function Loading() {
   );
 }
 
-function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspacesResponse; projects: Project[]; stale: string | null; onFork: () => void; onChanged: () => void }) {
+interface ReadyProps {
+  data: ListWorkspacesResponse;
+  projects: Project[];
+  stale: string | null;
+  onFork: () => void;
+  /** Opens the settings of that project. */
+  onSettings: (project: string) => void;
+  onChanged: () => void;
+}
+
+function Ready({ data, projects, stale, onFork, onSettings, onChanged }: ReadyProps) {
   const { workspaces, capacity } = data;
+  const firstProject = projectNames(projects, workspaces)[0];
   const full = isFull(capacity);
   const reason = full ? capacityReason(capacity, workspaces) : null;
   const visible = workspaces.filter((w) => w.state !== 'gone').sort(byActivity);
@@ -84,6 +107,12 @@ function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspa
         <h2>All workspaces</h2>
         <Meter capacity={capacity} />
         <span className="toolbar-spacer" />
+        {/* Opens on the first project; the dialog picks another, so projects without workspaces are reachable too. */}
+        {firstProject !== undefined ? (
+          <button className="btn" onClick={() => onSettings(firstProject)}>
+            Project settings
+          </button>
+        ) : null}
         {/* At the cap the dialog offers a place in line instead. */}
         <button className="btn btn-primary" onClick={onFork} aria-describedby={full ? 'cap-reason' : undefined}>
           New workspace
@@ -124,9 +153,14 @@ function Ready({ data, projects, stale, onFork, onChanged }: { data: ListWorkspa
         groups.map(([project, list]) => (
           <section key={project} aria-labelledby={`proj-${project}`} className="project-group">
             {groups.length > 1 ? (
-              <h3 className="project-heading" id={`proj-${project}`}>
-                {project}
-              </h3>
+              <div className="project-heading-row">
+                <h3 className="project-heading" id={`proj-${project}`}>
+                  {project}
+                </h3>
+                <button type="button" className="btn-link" onClick={() => onSettings(project)}>
+                  Settings<span className="sr-only"> of {project}</span>
+                </button>
+              </div>
             ) : (
               <h3 className="sr-only" id={`proj-${project}`}>
                 Project {project}

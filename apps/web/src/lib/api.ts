@@ -13,6 +13,7 @@ import {
   forkAcceptedResponseSchema,
   lastMessageResponseSchema,
   listWorkspacesResponseSchema,
+  overlayListResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
   projectConfigResponseSchema,
@@ -23,7 +24,9 @@ import {
   undoResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
+  type ProjectConfigInput,
   type PublishRequest,
+  type PutOverlayFileRequest,
   type UpdateWorkspaceRequest,
 } from '@grove/contracts';
 import type { z } from 'zod';
@@ -86,6 +89,7 @@ async function request<S extends z.ZodType>(path: string, schema: S, init: { met
 
 const ws = (slug: string) => `/w/${encodeURIComponent(slug)}`;
 const one = (slug: string) => `/api/workspaces/${encodeURIComponent(slug)}`;
+const project = (name: string) => `/api/projects/${encodeURIComponent(name)}`;
 
 export const api = {
   listWorkspaces: () => request('/api/workspaces', listWorkspacesResponseSchema),
@@ -98,7 +102,15 @@ export const api = {
   /** The workspace's own settings; keepCheckoutOnClose null goes back to the project's. */
   updateWorkspace: (slug: string, req: UpdateWorkspaceRequest) => request(one(slug), workspaceResponseSchema, { method: 'PATCH', body: req }),
   /** The project's configuration (agent, allowed paths, forge, keepCheckoutOnClose, ...). */
-  projectConfig: (project: string) => request(`/api/projects/${encodeURIComponent(project)}/config`, projectConfigResponseSchema),
+  projectConfig: (name: string) => request(`${project(name)}/config`, projectConfigResponseSchema),
+  /** Replaces the whole config (validated by the server); it applies to sandboxes created from now on. */
+  setProjectConfig: (name: string, config: ProjectConfigInput) => request(`${project(name)}/config`, projectConfigResponseSchema, { method: 'PUT', body: config }),
+  /** The project's overlay files (local files workspaces get and commits never carry); every call answers the list. */
+  overlay: (name: string) => request(`${project(name)}/overlay`, overlayListResponseSchema),
+  /** Adds or replaces one file; 422 when overlay.files of the config does not name its path. */
+  putOverlayFile: (name: string, req: PutOverlayFileRequest) => request(`${project(name)}/overlay`, overlayListResponseSchema, { method: 'PUT', body: req }),
+  deleteOverlayFile: (name: string, path: string) =>
+    request(`${project(name)}/overlay?${new URLSearchParams({ path }).toString()}`, overlayListResponseSchema, { method: 'DELETE' }),
   teardown: (slug: string) => request(one(slug), workspaceResponseSchema, { method: 'DELETE' }),
   /** What a teardown would keep (branch, recovery ref) and remove, read on the host now. */
   teardownPreview: (slug: string) => request(`${one(slug)}/teardown-preview`, teardownPreviewSchema),
