@@ -1,4 +1,4 @@
-// POST /api/workspaces/:slug/undo, GET /turns and /turns/:n/diff, and GET/PUT /api/projects/:project/config: validation and shapes over an
+// POST /api/workspaces/:slug/undo, GET /turns and /turns/:n/diff, and GET/PUT/PATCH /api/projects/:project/config: validation and shapes over an
 // in-memory registry (undo and configs for real: packages/core/src/agents.docker.test.ts).
 import { describe, expect, it } from 'vitest';
 import { pino } from 'pino';
@@ -24,6 +24,13 @@ const grove = {
     const c = projectConfigSchema.parse(input);
     configs.set(project, c);
     return c;
+  },
+  patchProjectConfig: async (project: string, patch: Record<string, unknown>) => {
+    const c = configs.get(project);
+    if (!c) throw new GroveError('project_not_found', `no project "${project}"`);
+    const next = projectConfigSchema.parse(Object.fromEntries(Object.entries({ ...c, ...patch }).filter(([, v]) => v !== null)));
+    configs.set(project, next);
+    return next;
   },
   undo: async (slug: string) => {
     if (slug !== 'demo') throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
@@ -69,6 +76,23 @@ describe('agents API', () => {
     }
     expect((await app.request('/api/projects/Bad_Name/config')).status).toBe(422);
     expect((await app.request('/api/projects/nope/config')).status).toBe(404);
+  });
+
+  it('PATCH changes the keys given and refuses an unknown key or a bad value before it reaches the project', async () => {
+    const r = await app.request('/api/projects/demo/config', json('PATCH', { keepCheckoutOnClose: true }));
+    expect(r.status).toBe(200);
+    expect(projectConfigResponseSchema.parse(await r.json()).config).toMatchObject({ keepCheckoutOnClose: true, allowedPaths: ['src/**'] });
+    for (const [body, text] of [
+      [{ keep: true }, 'keep'],
+      [{ keepCheckoutOnClose: 'yes' }, 'keepCheckoutOnClose'],
+      [{ allowedPaths: ['../x'] }, 'must not contain ".."'],
+    ] as const) {
+      const bad = await app.request('/api/projects/demo/config', json('PATCH', body));
+      expect(bad.status).toBe(422);
+      expect(await bad.json()).toMatchObject({ code: 'invalid_input', message: expect.stringContaining(text) });
+    }
+    expect((await app.request('/api/projects/nope/config', json('PATCH', {}))).status).toBe(404);
+    expect(configs.get('demo')?.keepCheckoutOnClose).toBe(true);
   });
 
   it('POST undo answers what was undone, twice, then 409', async () => {

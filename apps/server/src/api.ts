@@ -26,7 +26,7 @@ import {
   type Workspace,
   type WorkspaceResponse,
 } from '@grove/contracts';
-import { overlayPathQuerySchema, projectConfigSchema, projectNameSchema, putOverlayFileRequestSchema } from '@grove/contracts';
+import { overlayPathQuerySchema, projectConfigPatchSchema, projectConfigSchema, projectNameSchema, putOverlayFileRequestSchema } from '@grove/contracts';
 import { addProjectRequestSchema, checkpointRequestSchema, diffQuerySchema, publishRequestSchema, turnNumberSchema } from '@grove/contracts';
 import type { ProjectConfigResponse, TeardownPreview, TurnDiffResponse, TurnsResponse, UndoResponse } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
@@ -124,8 +124,16 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.get('/api/projects/:project/config', async (c) => c.json({ config: await grove.projectConfig(projectParam(c)) } satisfies ProjectConfigResponse));
   app.put('/api/projects/:project/config', async (c) => {
     const project = projectParam(c);
-    const config = parseOrThrow(projectConfigSchema, await readJson(c), { what: 'project config' });
-    return c.json({ config: await grove.setProjectConfig(project, config) } satisfies ProjectConfigResponse);
+    const body = await readJson(c);
+    parseOrThrow(projectConfigSchema, body, { what: 'project config' });
+    // The body as sent (checked above) is stored: defaults are applied when it is read, never written.
+    return c.json({ config: await grove.setProjectConfig(project, body) } satisfies ProjectConfigResponse);
+  });
+  app.patch('/api/projects/:project/config', async (c) => {
+    const project = projectParam(c);
+    const body = await readJson(c);
+    parseOrThrow(projectConfigPatchSchema, body, { what: 'project config change' });
+    return c.json({ config: await grove.patchProjectConfig(project, body) } satisfies ProjectConfigResponse);
   });
 
   // The config-parity overlay (docs/git-flow.md): the user's local files workspaces get and commits never carry.

@@ -108,6 +108,7 @@ const grove: Grove = {
   },
   projectConfig: async () => ({}),
   setProjectConfig: async () => ({}),
+  patchProjectConfig: async () => ({}),
   undo: async () => {
     throw new GroveError('invalid_state', 'nothing to undo');
   },

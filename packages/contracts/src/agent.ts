@@ -145,6 +145,25 @@ export const projectConfigSchema = z
 export type ProjectConfig = z.infer<typeof projectConfigSchema>;
 export type ProjectConfigInput = z.input<typeof projectConfigSchema>;
 
-/** GET and PUT /api/projects/:project/config. */
+const shape = projectConfigSchema.shape;
+/**
+ * PATCH /api/projects/:project/config: each key given replaces the stored one, `null` removes it (back to its
+ * default), keys not given stay as stored. Unlike PUT, nothing else is rewritten: no defaults get frozen into
+ * the file, and two changes of different keys at once both land.
+ */
+export const projectConfigPatchSchema = z
+  .object({
+    agent: shape.agent.unwrap().nullable().optional(),
+    allowedPaths: shape.allowedPaths.unwrap().nullable().optional(),
+    egress: shape.egress.unwrap().nullable().optional(),
+    git: shape.git.unwrap().nullable().optional(),
+    forge: shape.forge.unwrap().nullable().optional(),
+    keepCheckoutOnClose: shape.keepCheckoutOnClose.unwrap().nullable().optional(),
+    overlay: shape.overlay.unwrap().nullable().optional(),
+  })
+  .strict();
+export type ProjectConfigPatch = z.input<typeof projectConfigPatchSchema>;
+
+/** GET, PUT and PATCH /api/projects/:project/config. */
 export const projectConfigResponseSchema = z.object({ config: projectConfigSchema });
 export type ProjectConfigResponse = z.infer<typeof projectConfigResponseSchema>;

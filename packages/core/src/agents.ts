@@ -16,7 +16,7 @@ import type { WorktreeContext } from './turn-snapshots.ts';
  */
 
 /** `<home>/config/<project>.json`; a missing file is the defaults. Throws invalid_input naming the file and the rule. */
-export async function readProjectConfig(file: string): Promise<ProjectConfig> {
+async function readConfigJson(file: string): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');
@@ -24,21 +24,34 @@ export async function readProjectConfig(file: string): Promise<ProjectConfig> {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
     throw err;
   }
-  let json: unknown;
   try {
-    json = JSON.parse(text);
+    return JSON.parse(text);
   } catch (err) {
     throw new GroveError('invalid_input', `project config ${file} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
   }
-  return parseOrThrow(projectConfigSchema, json, { what: `project config ${file}` });
 }
 
-/** Validates, then replaces the file atomically. */
+/** A project's config with its defaults applied (`{}` when it has no file). */
+export async function readProjectConfig(file: string): Promise<ProjectConfig> {
+  return parseOrThrow(projectConfigSchema, await readConfigJson(file), { what: `project config ${file}` });
+}
+
+/** The config file as stored, checked against the schema but without the defaults: what a PATCH changes. */
+export async function readStoredProjectConfig(file: string): Promise<Record<string, unknown>> {
+  const json = await readConfigJson(file);
+  parseOrThrow(projectConfigSchema, json, { what: `project config ${file}` });
+  return json as Record<string, unknown>;
+}
+
+/**
+ * Validates, then replaces the file atomically with what was given: defaults are applied when it is read,
+ * never written, so a later change of a default reaches every project that did not choose otherwise.
+ */
 export async function writeProjectConfig(file: string, config: unknown): Promise<ProjectConfig> {
   const parsed = parseOrThrow(projectConfigSchema, config, { what: 'project config' });
   await mkdir(dirname(file), { recursive: true });
   const tmp = `${file}.tmp`;
-  await writeFile(tmp, `${JSON.stringify(parsed, null, 2)}\n`, { mode: 0o644 });
+  await writeFile(tmp, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o644 });
   await rename(tmp, file);
   return parsed;
 }

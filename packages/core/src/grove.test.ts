@@ -671,3 +671,30 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     });
   });
 });
+
+describe('project config', () => {
+  it('PATCH changes only the keys given, null removes one, and defaults are never written to the file', async () => {
+    const g = await withProject();
+    const file = join(fx.home, 'config', 'demo.json');
+    const stored = () => JSON.parse(readFileSync(file, 'utf8')) as unknown;
+    await g.setProjectConfig('demo', { git: { authorName: 'Ada' }, allowedPaths: ['src/**'] });
+    expect(stored()).toEqual({ git: { authorName: 'Ada' }, allowedPaths: ['src/**'] });
+
+    const patched = await g.patchProjectConfig('demo', { keepCheckoutOnClose: true, allowedPaths: null });
+    // Read back with the defaults applied…
+    expect(patched).toMatchObject({ keepCheckoutOnClose: true, git: { authorName: 'Ada', checkpointAfterTurn: true } });
+    expect(patched.allowedPaths).toBeUndefined();
+    // …but stored as chosen.
+    expect(stored()).toEqual({ git: { authorName: 'Ada' }, keepCheckoutOnClose: true });
+
+    // Two changes of different keys at once: both land (read and written under the project's lock).
+    await Promise.all([g.patchProjectConfig('demo', { keepCheckoutOnClose: false }), g.patchProjectConfig('demo', { allowedPaths: ['docs/**'] })]);
+    expect(stored()).toEqual({ git: { authorName: 'Ada' }, keepCheckoutOnClose: false, allowedPaths: ['docs/**'] });
+
+    // Refused changes leave the file as it was.
+    await expect(g.patchProjectConfig('demo', { nope: 1 })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(g.patchProjectConfig('demo', { allowedPaths: [] })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/allowedPaths needs at least one glob/) as string });
+    await expect(g.patchProjectConfig('ghost', { keepCheckoutOnClose: true })).rejects.toMatchObject({ code: 'project_not_found' });
+    expect(stored()).toEqual({ git: { authorName: 'Ada' }, keepCheckoutOnClose: false, allowedPaths: ['docs/**'] });
+  });
+});

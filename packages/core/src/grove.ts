@@ -20,6 +20,7 @@ import {
   OVERLAY_MAX_BYTES,
   overlayFilePathSchema,
   putOverlayFileRequestSchema,
+  projectConfigPatchSchema,
   sourceKind,
 } from '@grove/contracts';
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
@@ -54,7 +55,7 @@ import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
 import { cloneBareFrom, pullHeadRef, pullOfRef } from './remote.ts';
 import { getOverSocket, probeHealth } from './health.ts';
-import { TurnGuard, agentSandboxEnv, readProjectConfig, writeProjectConfig } from './agents.ts';
+import { TurnGuard, agentSandboxEnv, readProjectConfig, readStoredProjectConfig, writeProjectConfig } from './agents.ts';
 import { HostServices } from './host-services.ts';
 import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAny, overlaySettings, prepareMountTargets, removeOverlayFile, writeOverlayFile } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
@@ -1109,9 +1110,28 @@ class GroveImpl implements Grove {
 
   async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
     this.assertOpen();
-    await this.requireProject(validProject(project));
+    const name = validProject(project);
+    await this.requireProject(name);
     // Applies to containers created from now on (a fork, or a start after a stop); running ones keep theirs.
-    return writeProjectConfig(this.paths.projectConfig(project), config);
+    return this.lock.withLock(name, () => writeProjectConfig(this.paths.projectConfig(name), config));
+  }
+
+  /** Change some keys of the stored config (projectConfigPatchSchema); read and written under the project's lock. */
+  async patchProjectConfig(project: string, patch: unknown): Promise<ProjectConfig> {
+    this.assertOpen();
+    const name = validProject(project);
+    await this.requireProject(name);
+    parseOrThrow(projectConfigPatchSchema, patch, { what: 'project config change' });
+    return this.lock.withLock(name, async () => {
+      const file = this.paths.projectConfig(name);
+      const next = await readStoredProjectConfig(file);
+      // The values as given (checked above), not as parsed: defaults are applied on reading, never stored.
+      for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
+        if (value === null) delete next[key];
+        else if (value !== undefined) next[key] = value;
+      }
+      return writeProjectConfig(file, next);
+    });
   }
 
   async undo(slug: string): Promise<UndoResponse> {

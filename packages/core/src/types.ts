@@ -119,6 +119,8 @@ export interface Grove {
   projectConfig(project: string): Promise<ProjectConfig>;
   /** Validate and replace a project's config; it applies to containers created afterwards. */
   setProjectConfig(project: string, config: unknown): Promise<ProjectConfig>;
+  /** Change some keys of the stored config (null removes one); the rest stays as stored. */
+  patchProjectConfig(project: string, patch: unknown): Promise<ProjectConfig>;
   /** The project's config-parity overlay files (docs/git-flow.md). */
   overlayFiles(project: string): Promise<OverlayListResponse>;
   /** Set one overlay file; its path must be named by the config's overlay.files. Forks and starts after this see it. */

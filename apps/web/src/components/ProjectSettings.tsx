@@ -7,7 +7,7 @@
 import { useEffect, useId, useRef, useState, type FormEvent, type RefObject } from 'react';
 import { overlayFilePathSchema, type OverlayFileInfo, type ProjectConfig } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
-import { announceProjectKeep, byPath, overlayEntries, overlayModeLabel, plainEntries, sizeLabel, withKeepCheckout } from '../lib/project-settings.ts';
+import { announceProjectKeep, byPath, overlayEntries, overlayModeLabel, plainEntries, sizeLabel } from '../lib/project-settings.ts';
 import { Modal } from './Dialog.tsx';
 import { Spinner } from './ui.tsx';
 
@@ -136,9 +136,8 @@ function KeepCheckoutDefault({ project, config, onSaved, onRetry }: { project: s
     setSaving(true);
     setError(null);
     try {
-      // Read just before writing: PUT replaces the whole config, which may have changed since the dialog opened.
-      const { config: now } = await api.projectConfig(project);
-      const { config: saved } = await api.setProjectConfig(project, withKeepCheckout(now, next === 'keep'));
+      // PATCH: only this key changes; whatever else the config says (or someone saves meanwhile) is kept.
+      const { config: saved } = await api.patchProjectConfig(project, { keepCheckoutOnClose: next === 'keep' });
       onSaved(saved);
       // No event is written for a config change; the cards that name the project's setting are told here.
       announceProjectKeep(project, saved.keepCheckoutOnClose === true);

@@ -25,6 +25,7 @@ import {
   workspaceResponseSchema,
   type ForkRequest,
   type ProjectConfigInput,
+  type ProjectConfigPatch,
   type PublishRequest,
   type PutOverlayFileRequest,
   type UpdateWorkspaceRequest,
@@ -105,6 +106,8 @@ export const api = {
   projectConfig: (name: string) => request(`${project(name)}/config`, projectConfigResponseSchema),
   /** Replaces the whole config (validated by the server); it applies to sandboxes created from now on. */
   setProjectConfig: (name: string, config: ProjectConfigInput) => request(`${project(name)}/config`, projectConfigResponseSchema, { method: 'PUT', body: config }),
+  /** Changes only the keys given (null: back to the default); the rest of the config stays as stored. */
+  patchProjectConfig: (name: string, patch: ProjectConfigPatch) => request(`${project(name)}/config`, projectConfigResponseSchema, { method: 'PATCH', body: patch }),
   /** The project's overlay files (local files workspaces get and commits never carry); every call answers the list. */
   overlay: (name: string) => request(`${project(name)}/overlay`, overlayListResponseSchema),
   /** Adds or replaces one file; 422 when overlay.files of the config does not name its path. */

@@ -1,7 +1,7 @@
-// The Project settings dialog's words and the config it sends back.
+// The Project settings dialog's words and its in-page notice of the project's keep setting.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_OVERLAY_FILES, projectConfigSchema, type ProjectConfig } from '@grove/contracts';
-import { announceProjectKeep, byPath, onProjectKeep, overlayEntries, overlayModeLabel, plainEntries, sizeLabel, withKeepCheckout } from './project-settings.ts';
+import { DEFAULT_OVERLAY_FILES, type ProjectConfig } from '@grove/contracts';
+import { announceProjectKeep, byPath, onProjectKeep, overlayEntries, overlayModeLabel, plainEntries, sizeLabel } from './project-settings.ts';
 
 describe('sizeLabel', () => {
   it('counts bytes, then KiB and MiB with one decimal while it means something', () => {
@@ -34,18 +34,6 @@ describe('overlay files in words', () => {
     expect(overlayEntries(own)).toEqual({ files: ['config/*.local.yml', '.env'], writable: ['.env'], isDefault: false });
     expect(plainEntries(DEFAULT_OVERLAY_FILES)).toEqual(['.claude/settings.local.json', '.mcp.json', '.env', '.envrc']);
     expect(plainEntries(['a/b?.txt', 'c'])).toEqual(['c']);
-  });
-});
-
-describe('withKeepCheckout', () => {
-  it('changes only keepCheckoutOnClose, and the result is a config the server takes', () => {
-    // As GET /config answers it: parsed, defaults filled in.
-    const config = projectConfigSchema.parse({ allowedPaths: ['src/**'], git: { checkpointAfterTurn: false }, overlay: { files: ['.env'] } });
-    const kept = withKeepCheckout(config, true);
-    expect(kept).toEqual({ ...config, keepCheckoutOnClose: true });
-    expect(config.keepCheckoutOnClose).toBeUndefined();
-    expect(withKeepCheckout(kept, false).keepCheckoutOnClose).toBe(false);
-    expect(projectConfigSchema.parse(withKeepCheckout(kept, false))).toEqual({ ...config, keepCheckoutOnClose: false });
   });
 });
 

@@ -1,6 +1,5 @@
-// Pure helpers of the engineer's Project settings dialog: the overlay files in words, the project config with a
-// new keepCheckoutOnClose, and an in-page notice so the cards that name "the project's setting" follow a change
-// (a config change writes no event, so the event feed cannot tell them).
+// Pure helpers of the engineer's Project settings dialog: the overlay files in words, and an in-page notice so the
+// cards that name "the project's setting" follow a change (a config change writes no event, so the feed cannot tell them).
 import { DEFAULT_OVERLAY_FILES, type OverlayFileInfo, type ProjectConfig } from '@grove/contracts';
 
 /** "0 B", "840 B", "1.5 KiB", "1 MiB": an overlay file is at most 1 MiB. */
@@ -34,14 +33,6 @@ export function overlayEntries(config: ProjectConfig): { files: readonly string[
 /** Entries that name one file (no * or ?): offered as suggestions for the path. */
 export function plainEntries(entries: readonly string[]): string[] {
   return entries.filter((e) => !/[*?]/.test(e));
-}
-
-/**
- * The config to PUT back: PUT replaces the whole file, so everything read is sent again with only
- * keepCheckoutOnClose changed. `false` is written, not left out: it is what was chosen, and it is the default.
- */
-export function withKeepCheckout(config: ProjectConfig, keep: boolean): ProjectConfig {
-  return { ...config, keepCheckoutOnClose: keep };
 }
 
 type KeepListener = (project: string, keeps: boolean) => void;
