@@ -47,9 +47,9 @@ export interface Registry {
   ensureProject(row: ProjectRow): Promise<ProjectRow>;
   live(slug: string): Promise<WorkspaceRow | undefined>;
   /**
-   * The live row for the proxy, once per proxied request. SQLite: live() (a prepared statement, no round trip).
-   * PostgreSQL: may answer from a cache of at most ROUTE_CACHE_MS, dropped on every write this process makes, so
-   * a request does not wait for the database; another server's change shows within that time.
+   * The live row for the proxy, once per proxied request: may answer from a cache of at most ROUTE_CACHE_MS
+   * (route-cache.ts), dropped on every write of a workspace row this process makes, so a request does not wait
+   * for the database (PostgreSQL) or pay a query (SQLite); another process's change shows within that time.
    */
   route(slug: string): Promise<WorkspaceRow | undefined>;
   latest(slug: string): Promise<WorkspaceRow | undefined>;

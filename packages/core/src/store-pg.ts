@@ -24,6 +24,7 @@ import {
   toEvent,
 } from './registry.ts';
 import type { EventQuery, NewWorkspace, Registry, Release, WorkspacePatch } from './registry.ts';
+import { RouteCache } from './route-cache.ts';
 
 const { events, projects, workspaces } = pgTables;
 
@@ -63,14 +64,10 @@ interface Held {
   held: boolean;
 }
 
-/** How long the proxy may route on a cached row (Registry.route). */
-export const ROUTE_CACHE_MS = 1_000;
-const ROUTE_CACHE_MAX = 4_096;
-
 export class PgStore implements Registry {
   readonly dialect = 'postgres';
   private readonly db: PgDb;
-  private readonly routes = new Map<string, { row: WorkspaceRow | undefined; at: number }>();
+  private readonly routes = new RouteCache();
   /** addEvent's inserts, one after the other: a pool would otherwise number concurrent events out of call order. */
   private eventChain: Promise<unknown> = Promise.resolve();
   private readonly holds = new Map<string, Held>();
@@ -125,14 +122,7 @@ export class PgStore implements Registry {
   }
 
   async route(slug: string): Promise<WorkspaceRow | undefined> {
-    const now = Date.now();
-    const hit = this.routes.get(slug);
-    if (hit && now - hit.at < ROUTE_CACHE_MS) return hit.row;
-    const row = await this.live(slug);
-    // Cleared on every write; bounded too, so requests for many unknown slugs cannot grow it without end.
-    if (this.routes.size >= ROUTE_CACHE_MAX) this.routes.clear();
-    this.routes.set(slug, { row, at: now });
-    return row;
+    return this.routes.get(slug, () => this.live(slug));
   }
 
   async latest(slug: string): Promise<WorkspaceRow | undefined> {

@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { capacityError, isUniqueViolation, slotFree, toWorkspace } from './registry.ts';
 import type { Registry } from './registry.ts';
 import { openRegistry } from './store.ts';
+import { ROUTE_CACHE_MS } from './route-cache.ts';
 
 let cluster: TestPostgres | undefined;
 beforeAll(async () => {
@@ -184,6 +185,16 @@ describe.each(dialects)('registry on $name', ({ name: dialect, fresh }) => {
       expect((await store.route('p~a'))?.state).toBe('stopped');
       await store.update(a.id, { state: 'gone' });
       expect(await store.route('p~a')).toBeUndefined();
+    });
+
+    it("sees another registry's change once the cache time has passed", async () => {
+      const a = (await reserve('a', 2)).row;
+      await store.update(a.id, { state: 'running' });
+      expect((await store.route('p~a'))?.state).toBe('running');
+      const other = await open();
+      await other.update(a.id, { state: 'stopped' }, 'running');
+      await new Promise((r) => setTimeout(r, ROUTE_CACHE_MS + 50));
+      expect((await store.route('p~a'))?.state).toBe('stopped');
     });
   });
 

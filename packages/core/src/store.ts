@@ -20,6 +20,7 @@ import {
   toEvent,
 } from './registry.ts';
 import type { EventQuery, NewWorkspace, Registry, Release, WorkspacePatch } from './registry.ts';
+import { RouteCache } from './route-cache.ts';
 import { PgStore } from './store-pg.ts';
 
 const noHold: Release = async () => undefined;
@@ -48,6 +49,7 @@ export class SqliteStore implements Registry {
    * (docs/benchmarks.md). better-sqlite3 runs them on the same connection, so inside a transaction too.
    */
   private readonly stmt;
+  private readonly routes = new RouteCache();
 
   constructor(
     private readonly db: Db,
@@ -87,7 +89,19 @@ export class SqliteStore implements Registry {
   }
 
   async route(slug: string): Promise<WorkspaceRow | undefined> {
-    return this.stmt.live.get({ slug });
+    return this.routes.get(slug, async () => this.stmt.live.get({ slug }));
+  }
+
+  /**
+   * A BEGIN IMMEDIATE transaction that writes workspace rows (atomic across processes sharing the file); it
+   * drops the proxy's cached routes, so this process never routes on a row it changed.
+   */
+  private immediate<T>(fn: (tx: Tx) => T): T {
+    try {
+      return this.db.transaction(fn, { behavior: 'immediate' });
+    } finally {
+      this.routes.clear();
+    }
   }
 
   async latest(slug: string): Promise<WorkspaceRow | undefined> {
@@ -166,7 +180,7 @@ export class SqliteStore implements Registry {
   }
 
   async promoteNext(cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; release: Release } | undefined> {
-    return this.db.transaction(
+    return this.immediate(
       (tx) => {
         const c = this.capacityIn(tx, cap);
         if (c.running + c.creating >= cap || c.queued === 0) return undefined;
@@ -181,13 +195,12 @@ export class SqliteStore implements Registry {
         if (!row) return undefined;
         return { row, capacity: { ...c, creating: c.creating + 1, queued: c.queued - 1 }, release: noHold };
       },
-      { behavior: 'immediate' },
     );
   }
 
   async reserveNew(values: NewWorkspace, cap: number, opts: { queue?: boolean } = {}): Promise<{ row: WorkspaceRow; capacity: Capacity; position: number | null }> {
     try {
-      return this.db.transaction(
+      return this.immediate(
         (tx) => {
           if (this.stmt.live.get({ slug: values.slug })) throw existsError(values.slug);
           const c = this.capacityIn(tx, cap);
@@ -209,7 +222,6 @@ export class SqliteStore implements Registry {
             .get();
           return { row, capacity: { ...c, creating: c.creating + 1 }, position: null };
         },
-        { behavior: 'immediate' },
       );
     } catch (e) {
       // Another process inserted the same live slug between our check and insert.
@@ -219,7 +231,7 @@ export class SqliteStore implements Registry {
   }
 
   async reserveStart(id: number, cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity }> {
-    return this.db.transaction(
+    return this.immediate(
       (tx) => {
         stoppedRow(tx, id);
         const c = this.capacityIn(tx, cap);
@@ -232,12 +244,11 @@ export class SqliteStore implements Registry {
           .get();
         return { row, capacity: { ...c, creating: c.creating + 1 } };
       },
-      { behavior: 'immediate' },
     );
   }
 
   async queueStart(id: number, cap: number): Promise<{ row: WorkspaceRow; capacity: Capacity; position: number } | undefined> {
-    return this.db.transaction(
+    return this.immediate(
       (tx) => {
         stoppedRow(tx, id);
         const c = this.capacityIn(tx, cap);
@@ -250,18 +261,19 @@ export class SqliteStore implements Registry {
           .get();
         return { row, capacity: { ...c, queued: c.queued + 1 }, position: c.queued + 1 };
       },
-      { behavior: 'immediate' },
     );
   }
 
   async update(id: number, patch: WorkspacePatch, from?: WorkspaceStateValue): Promise<WorkspaceRow | undefined> {
     const where = from ? and(eq(workspaces.id, id), eq(workspaces.state, from)) : eq(workspaces.id, id);
-    return this.db
+    const row = this.db
       .update(workspaces)
       .set({ ...patch, updatedAt: nowIso() })
       .where(where)
       .returning()
       .get();
+    this.routes.clear();
+    return row;
   }
 
   async touch(id: number, at: string): Promise<void> {
