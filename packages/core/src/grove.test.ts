@@ -31,7 +31,7 @@ async function eventTypes(g: Grove, slug: string): Promise<string[]> {
 type RowValues = { slug: string; project: string; name: string; branch: string; baseRef: string; state: 'creating' | 'tearing-down'; createdAt: string; updatedAt: string };
 
 /** What a crash leaves in the registry, written by hand (the server is closed): rows added, a state changed. */
-async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: string; state: 'tearing-down' } }): Promise<void> {
+async function writeRegistry(edit: { insert?: RowValues[]; setState?: { slug: string; state: 'tearing-down' | 'stopped' } }): Promise<void> {
   if (fx.databaseUrl) {
     const h = await openPostgres({ url: fx.databaseUrl });
     try {
@@ -535,6 +535,29 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       expect((await g2.events({ limit: 1000 })).length).toBe(count);
       // The crashed slug is free again.
       expect((await g2.fork({ project: 'demo', name: 'crashed' })).state).toBe('running');
+    });
+  });
+
+  describe('reconcile of stopped workspaces', () => {
+    it('finishes a stop cut short (row stopped, sandbox running) and leaves the other stopped ones alone', async () => {
+      const g1 = await withProject({ maxRunning: 8 });
+      await g1.fork({ project: 'demo', name: 'cut' });
+      await g1.fork({ project: 'demo', name: 'quiet' });
+      await g1.stop('demo~quiet');
+      await g1.close();
+      fx.groves.splice(0);
+      // What a stop killed between marking the row and stopping the sandbox leaves behind.
+      await writeRegistry({ setState: { slug: 'demo~cut', state: 'stopped' } });
+      expect(fx.driver.containers.get('demo~cut')?.running).toBe(true);
+
+      const g2 = await open({ maxRunning: 8 });
+      await g2.reconcile();
+      expect(fx.driver.containers.get('demo~cut')?.running).toBe(false);
+      const reconciled = (await g2.events({ limit: 1000 })).filter((e) => e.type === 'workspace.reconciled');
+      expect(reconciled.map((e) => `${e.slug}: ${String(e.data.reason)}`)).toEqual(['demo~cut: container was still running']);
+      expect(await g2.get('demo~cut')).toMatchObject({ state: 'stopped' });
+      expect(await g2.get('demo~quiet')).toMatchObject({ state: 'stopped' });
+      expect((await g2.start('demo~cut')).state).toBe('running');
     });
   });
 

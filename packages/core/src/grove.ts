@@ -1174,10 +1174,15 @@ class GroveImpl implements Grove {
     );
     const released = await this.lock.releaseStale();
     const containers = await this.opts.driver.list();
+    const listed = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
     let held = 0;
     for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue; // this process is working on it right now
+      // The common case needs neither a hold nor an inspect: a stopped row whose sandbox was not running when
+      // listed. Only a stop cut short leaves a stopped row with a running sandbox, and that happened before the
+      // listing; a start since then moved the row out of `stopped` first (under its hold).
+      if (row.state === 'stopped' && !listed.get(row.slug)?.running) continue;
       try {
         const changed = await this.slugs.run(row.slug, () =>
           this.reconcileHeld(row.slug, async () => {
