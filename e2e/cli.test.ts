@@ -321,6 +321,24 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     expect(projects.stdout).toMatch(/^app\s+main\s+\S+$/m);
     expect(listProjectsResponseSchema.parse(JSON.parse((await grove('projects', '--json')).stdout)).projects.map((p) => p.name)).toContain('app');
 
+    // The project's config: shown with its defaults, changed key by key.
+    const shown = await grove('project', 'config', 'app');
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(JSON.parse(shown.stdout)).toEqual({});
+    const changed = await grove('project', 'config', 'app', '--set', 'keepCheckoutOnClose=true', '--set', 'allowedPaths=["src/**"]');
+    expect(changed.code, changed.stderr).toBe(0);
+    expect(changed.stderr).toContain('keepCheckoutOnClose, allowedPaths changed');
+    expect(JSON.parse(changed.stdout)).toEqual({ keepCheckoutOnClose: true, allowedPaths: ['src/**'] });
+    const unset = await grove('project', 'config', 'app', '--unset', 'allowedPaths', '--json');
+    expect(JSON.parse(unset.stdout)).toEqual({ keepCheckoutOnClose: true });
+    const notJson = await grove('project', 'config', 'app', '--set', 'allowedPaths=src/**');
+    expect([notJson.code, notJson.stderr]).toEqual([2, expect.stringContaining('the value is not JSON')]);
+    const unknown = await grove('project', 'config', 'app', '--set', 'keep=true');
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain('keep');
+    expect((await fx.s.api<{ config: unknown }>('GET', '/api/projects/app/config')).body.config).toEqual({ keepCheckoutOnClose: true });
+    expect((await grove('project', 'config', 'app', '--unset', 'keepCheckoutOnClose')).code).toBe(0);
+
     // The overlay: a local file workspaces get and commits never carry.
     expect((await grove('project', 'overlay', 'ls', 'app')).stdout).toContain('No overlay files for app.');
     const local = path.join(remoteHome, 'local.env');

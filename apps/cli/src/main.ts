@@ -20,6 +20,8 @@ import {
   diffResponseSchema,
   listProjectsResponseSchema,
   overlayListResponseSchema,
+  projectConfigPatchSchema,
+  projectConfigResponseSchema,
   projectResponseSchema,
   putOverlayFileRequestSchema,
   publishRequestSchema,
@@ -31,6 +33,7 @@ import {
 } from '@grove/contracts';
 import type { z } from 'zod';
 import { ApiError, createClient } from './client.ts';
+import { ConfigArgError, configPatch } from './config-args.ts';
 import { loadCliEnv, readHomeToken } from './env.ts';
 import { ago, diffHeadline, diffStat, prCell, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
 import { runPicker } from './picker.ts';
@@ -518,6 +521,34 @@ export function buildProgram(): Command {
       if (o.json) return out(JSON.stringify(p));
       out(`project ${p.name} added (default branch ${p.defaultBranch})`);
       err(`Fork a workspace of it: grove fork ${p.name} <name>`);
+    });
+
+  project
+    .command('config <project>')
+    .description("show a project's config (agent, allowedPaths, egress, git, forge, keepCheckoutOnClose, overlay) with its defaults, or change some keys")
+    .option('--set <key=json>', 'set one key to a JSON value (repeatable)', (v: string, all: string[]) => [...all, v], [])
+    .option('--unset <key>', 'remove one key, back to its default (repeatable)', (v: string, all: string[]) => [...all, v], [])
+    .option('--json', 'print JSON on one line')
+    .addHelpText(
+      'after',
+      "\nExamples:\n  grove project config app\n  grove project config app --set keepCheckoutOnClose=true\n  grove project config app --set 'allowedPaths=[\"src/**\"]' --unset forge\n\nOnly the keys named change; the rest stays as stored. Sandboxes created from now on use it. docs/agents.md has every key.",
+    )
+    .action(async (name: string, o: { set: string[]; unset: string[]; json?: boolean }) => {
+      let r;
+      if (o.set.length || o.unset.length) {
+        let patch: Record<string, unknown>;
+        try {
+          patch = configPatch(o.set, o.unset);
+        } catch (e) {
+          if (e instanceof ConfigArgError) throw new Exit(EXIT.usage, e.message);
+          throw e;
+        }
+        r = await call(projectConfigResponseSchema, 'PATCH', `/api/projects/${enc(name)}/config`, checked(projectConfigPatchSchema, patch));
+        err(`${name}: ${[...o.set.map((s) => s.slice(0, s.indexOf('='))), ...o.unset].join(', ')} changed; sandboxes created from now on use it`);
+      } else {
+        r = await call(projectConfigResponseSchema, 'GET', `/api/projects/${enc(name)}/config`);
+      }
+      out(o.json ? JSON.stringify(r.config) : JSON.stringify(r.config, null, 2));
     });
 
   // The config-parity overlay: the user's local files (.env, .claude/settings.local.json, ...) that workspaces
