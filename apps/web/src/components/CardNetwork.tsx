@@ -7,7 +7,7 @@ import { api, messageOf } from '../lib/api.ts';
 import { changesEgress, networkLine, recentDenials } from '../lib/egress.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { relativeTime } from '../lib/time.ts';
-import { Spinner } from './ui.tsx';
+import { ErrorText, Spinner } from './ui.tsx';
 
 /**
  * Read once, then again only when an egress.denied / egress.policy event of this workspace arrives on the
@@ -96,11 +96,7 @@ export function CardNetwork({ slug, name }: { slug: string; name: string }) {
           ))}
         </ul>
       ) : null}
-      {error ? (
-        <p className="card-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="card-error" />
     </section>
   );
 }

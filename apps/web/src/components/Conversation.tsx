@@ -11,7 +11,7 @@ import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { ForkSteps } from './ForkSteps.tsx';
-import { Notice, SignInNotice } from './ui.tsx';
+import { ErrorText, Notice, SignInNotice } from './ui.tsx';
 import { ThreadView, type Audience } from './ThreadView.tsx';
 
 /** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
@@ -222,11 +222,7 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
                 ? 'Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.'
                 : 'It was put to sleep to save resources. Everything is kept: reopen it to carry on where you left off.'}
             </p>
-            {failedBefore ? (
-              <p className="error-text" role="alert">
-                {failedBefore}
-              </p>
-            ) : null}
+            <ErrorText message={failedBefore} className="error-text" />
             {failedBefore && reopen.since !== null ? steps : null}
           </Notice>
         </Centered>

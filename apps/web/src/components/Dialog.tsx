@@ -2,6 +2,7 @@
 'use client';
 
 import { useEffect, useId, useRef, type ReactNode } from 'react';
+import { ErrorText } from './ui.tsx';
 
 interface ModalProps {
   title: ReactNode;
@@ -55,11 +56,7 @@ export function ConfirmDialog({ title, children, confirmLabel, busyLabel, busy, 
   return (
     <Modal title={title} onClose={onCancel}>
       <div className="dialog-lead">{children}</div>
-      {error ? (
-        <p className="dialog-alert" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="dialog-alert" />
       <div className="dialog-actions">
         {/* Cancel first and focused: the safe choice is the default one. */}
         <button className="btn" onClick={onCancel} autoFocus disabled={busy}>

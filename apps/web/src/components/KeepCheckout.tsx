@@ -7,7 +7,7 @@ import { useEffect, useId, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
 import { onProjectKeep } from '../lib/project-settings.ts';
-import { Spinner } from './ui.tsx';
+import { ErrorText, Spinner } from './ui.tsx';
 
 type Choice = 'project' | 'keep' | 'clean';
 
@@ -76,11 +76,7 @@ export function KeepCheckoutSetting({ workspace: w, className, onChanged }: { wo
       <span id={helpId} className="sr-only">
         Clean up removes the sandbox and the checkout, never while they hold work the branch does not have; the branch itself is always kept.
       </span>
-      {error ? (
-        <p className="field-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="field-error" />
     </div>
   );
 }

@@ -9,7 +9,7 @@ import { overlayFilePathSchema, type OverlayFileInfo, type ProjectConfig } from 
 import { api, messageOf } from '../lib/api.ts';
 import { announceProjectKeep, byPath, overlayEntries, overlayModeLabel, plainEntries, sizeLabel } from '../lib/project-settings.ts';
 import { Modal } from './Dialog.tsx';
-import { Spinner } from './ui.tsx';
+import { ErrorText, Spinner } from './ui.tsx';
 
 type Load<T> = { kind: 'loading' } | { kind: 'ready'; value: T } | { kind: 'error'; message: string };
 
@@ -172,11 +172,7 @@ function KeepCheckoutDefault({ project, config, onSaved, onRetry }: { project: s
         Clean up removes the sandbox and the checkout, never while they hold work the branch does not have; the branch itself is always kept. A workspace&apos;s own
         choice, on its card or in its Changes panel, comes first.
       </p>
-      {error ? (
-        <p className="field-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="field-error" />
     </section>
   );
 }
@@ -283,11 +279,7 @@ function OverlayRow({ project, file: f, onFiles, onReplace }: { project: string;
           </button>
         </div>
       ) : null}
-      {error ? (
-        <p className="field-error overlay-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="field-error overlay-error" />
     </li>
   );
 }
@@ -356,11 +348,7 @@ function OverlayForm({
   return (
     <form className="settings-section" onSubmit={(e) => void submit(e)} noValidate aria-labelledby={ids.heading}>
       <h3 id={ids.heading}>Add or replace a file</h3>
-      {error ? (
-        <p className="dialog-alert" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="dialog-alert" />
       <div className="field">
         <label htmlFor={ids.path}>Path in the checkout</label>
         <input

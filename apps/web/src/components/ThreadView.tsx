@@ -11,7 +11,7 @@ import { useTurns, type UseTurns } from '../lib/use-turns.ts';
 import { clockTime } from '../lib/time.ts';
 import { useResume } from './Resume.tsx';
 import { TurnChanges } from './TurnChanges.tsx';
-import { Notice, Spinner } from './ui.tsx';
+import { ErrorText, Notice, Spinner } from './ui.tsx';
 
 export type Audience = 'everyone' | 'engineer';
 
@@ -325,11 +325,7 @@ function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProp
         void submit();
       }}
     >
-      {error ? (
-        <p className="composer-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="composer-error" />
       <div className="composer-row">
         <label htmlFor={`composer-${slug}`} className="sr-only">
           Message

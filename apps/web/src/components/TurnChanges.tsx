@@ -7,7 +7,7 @@ import type { TurnFile, TurnSummary } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import type { ThreadItem } from '../lib/thread-state.ts';
-import { Spinner } from './ui.tsx';
+import { ErrorText, Spinner } from './ui.tsx';
 
 type ChangesItem = Extract<ThreadItem, { kind: 'changes' }>;
 
@@ -223,11 +223,7 @@ function UndoButton({ slug, onUndone }: { slug: string; onUndone: () => void }) 
           {state === 'undoing' ? 'Undoing…' : 'Undo these changes'}
         </button>
       )}
-      {error ? (
-        <p className="field-error" role="alert">
-          {error}
-        </p>
-      ) : null}
+      <ErrorText message={error} className="field-error" />
     </div>
   );
 }

@@ -24,6 +24,16 @@ export function Shell({ title, subtitle, nav, children, fill = false }: { title:
   );
 }
 
+/** A failure the user should read now (announced by screen readers); nothing when there is none. */
+export function ErrorText({ message, className }: { message: string | null | undefined | false; className: string }) {
+  if (!message) return null;
+  return (
+    <p className={className} role="alert">
+      {message}
+    </p>
+  );
+}
+
 export function Spinner({ label }: { label?: string }) {
   return <span className="spinner" role={label ? 'status' : undefined} aria-label={label} aria-hidden={label ? undefined : true} />;
 }
