@@ -33,3 +33,13 @@ export async function signedIn(browser: Browser, base: string, width = 1280): Pr
   await page.goto(`${base}/login?token=${TOKEN}`);
   return page;
 }
+
+/**
+ * A screenshot by name: into docs/screenshots (for the README) only with GROVE_UPDATE_SCREENSHOTS=1, so a test run
+ * leaves the tree clean; otherwise into `<home>/screenshots` of the run.
+ */
+export function screenshotter(home: string): (page: Page, name: string) => Promise<Buffer> {
+  const dir = process.env.GROVE_UPDATE_SCREENSHOTS === '1' ? path.join(root, 'docs/screenshots') : path.join(home, 'screenshots');
+  fs.mkdirSync(dir, { recursive: true });
+  return (page, name) => page.screenshot({ path: path.join(dir, `${name}.png`) });
+}

@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OverlayListResponse, ProjectConfigResponse, Workspace } from '@grove/contracts';
-import { WEB_DIR, assertWebReady, launchBrowser, signedIn } from './browser.ts';
+import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
 import { git, makeHome, useServer, waitFor } from './harness.ts';
 
 const fx = useServer('web-settings', { GROVE_WEB_DIR: WEB_DIR });
@@ -78,6 +78,7 @@ describe('Project settings', () => {
     expect(await overlay('demo')).toEqual([{ path: '.env', writable: false, size: content.length }]);
     expect(fs.readFileSync(path.join(fx.s.home, 'overlays', 'demo', '.env'), 'utf8')).toBe(content);
     expect(await dialog.getByLabel('Content').inputValue()).toBe('');
+    await screenshotter(fx.s.home)(page, 'project-settings');
 
     // Replace takes the path over; the content is typed anew.
     await row.getByRole('button', { name: 'Replace .env' }).click();

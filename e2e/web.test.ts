@@ -3,40 +3,29 @@
 // GROVE_UPDATE_SCREENSHOTS=1 (so a test run leaves the tree clean); otherwise to the run's temp home.
 import fs from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
+import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnsResponse } from '@grove/contracts';
-import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn as signIn } from './browser.ts';
+import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const webDir = path.join(root, 'apps/web');
-const CHROMIUM = '/usr/bin/chromium';
 // The default workspace and two forks fill it: the cap is reached without waiting for more sandboxes.
 const CAP = '3';
 
 let s: RunningServer;
 let browser: Browser;
 const home = makeHome('web');
-const shots = process.env.GROVE_UPDATE_SCREENSHOTS === '1' ? path.join(root, 'docs/screenshots') : path.join(home, 'screenshots');
 
 function serve(port = '0'): Promise<RunningServer> {
-  return startServer({ home, env: { GROVE_WEB_DIR: webDir, GROVE_MAX_RUNNING: CAP, GROVE_PORT: port } });
+  return startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR, GROVE_MAX_RUNNING: CAP, GROVE_PORT: port } });
 }
 
 beforeAll(async () => {
   // The server mounts the dashboard only when it is built; without it every page here is the fallback.
-  if (!fs.existsSync(path.join(webDir, '.next', 'BUILD_ID'))) {
-    throw new Error('apps/web is not built: run `npm run build -w @grove/web` (or scripts/setup.sh) before the web e2e test');
-  }
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium`);
-  fs.mkdirSync(shots, { recursive: true });
+  assertWebReady();
   s = await serve();
   await waitRunning(s, 'demo');
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser();
 });
 
 afterAll(async () => {
@@ -45,18 +34,13 @@ afterAll(async () => {
   cleanup(home);
 });
 
-async function signedIn(width: number): Promise<Page> {
-  const ctx = await browser.newContext({ viewport: { width, height: width < 600 ? 844 : 800 } });
-  const page = await ctx.newPage();
-  await page.goto(`${s.base}/login?token=${TOKEN}`);
-  return page;
-}
+const signedIn = (width: number): Promise<Page> => signIn(browser, s.base, width);
 
 let t0 = Date.now();
 /** Where the long engineer test spends its time, in the test output. */
 const step = (what: string) => console.log(`[web e2e] ${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
-const shot = (page: Page, name: string) => page.screenshot({ path: path.join(shots, `${name}.png`) });
+const shot = screenshotter(home);
 
 /**
  * Types a message and sends it with the Send button, which Playwright waits for: while the previous
