@@ -76,6 +76,8 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     await g.teardown('demo~b');
     await until(async () => (await state(g, 'demo~d')) === 'running');
     expect(await g.capacity()).toEqual({ running: 1, creating: 0, cap: 1, queued: 0 });
+    // The row turns running before its workspace.registered event is stored and handed to listeners.
+    await until(async () => seen.some((e) => e.type === 'workspace.registered' && e.slug === 'demo~d'));
 
     const starts = seen.filter((e) => e.type === 'workspace.promoted' || e.type === 'workspace.registered').map((e) => `${e.type} ${e.slug}`);
     expect(starts).toEqual(['workspace.registered demo~a', 'workspace.promoted demo~b', 'workspace.registered demo~b', 'workspace.promoted demo~d', 'workspace.registered demo~d']);
@@ -114,6 +116,8 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     await g.stop('demo~b');
     await until(async () => (await state(g, 'demo~a')) === 'running');
     expect(await positions(g)).toEqual({ c: 1 });
+    // The row turns running before workspace.started is stored.
+    await until(async () => (await g.events({ slug: 'demo~a' })).some((e) => e.type === 'workspace.started'));
     const types = (await g.events({ slug: 'demo~a' })).map((e) => e.type);
     expect(types.slice(types.indexOf('workspace.queued'))).toEqual(['workspace.queued', 'workspace.promoted', 'workspace.reserved', 'sandbox.started', 'workspace.started']);
 
@@ -251,9 +255,10 @@ describe('idle auto-stop', () => {
     const g = await withProject({ idleStopMs: 300 });
     await g.fork({ project: 'demo', name: 'a' });
     await g.fork(queue('b'));
-    await until(async () => (await state(g, 'demo~a')) === 'stopped');
-    const stopped = (await g.events({ slug: 'demo~a' })).find((e) => e.type === 'workspace.stopped');
-    expect(stopped?.data).toMatchObject({ reason: 'idle' });
+    // The row turns stopped before workspace.stopped is stored: wait for the event.
+    const stopped = await until(async () => (await g.events({ slug: 'demo~a' })).find((e) => e.type === 'workspace.stopped'));
+    expect(stopped.data).toMatchObject({ reason: 'idle' });
+    expect(await state(g, 'demo~a')).toBe('stopped');
     await until(async () => (await g.events({ slug: 'demo~b' })).some((e) => e.type === 'workspace.registered'));
   });
 
