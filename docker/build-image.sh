@@ -181,8 +181,12 @@ fi
 # 4. image, keyed by everything that goes into it
 install -m 0644 "$HERE/Dockerfile" "$CTX/Dockerfile"
 install -m 0644 "$BUNDLE" "$CTX/backend.mjs"
+# The sandbox user's home is defined once, as SANDBOX_PATHS.home: the driver mounts the tmpfs and the agent
+# state there, so the image must make the same directory the user's home.
+SANDBOX_HOME="$(sed -n "s/^  home: '\(\/[^']*\)',$/\1/p" "$ROOT/packages/sandbox/src/types.ts")"
+[ -n "$SANDBOX_HOME" ] || die "could not read SANDBOX_PATHS.home from packages/sandbox/src/types.ts"
 BASE_ID="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || echo "$BASE_IMAGE")"
-HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; } | sha256sum | cut -c1-12)"
+HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; echo "home $SANDBOX_HOME"; } | sha256sum | cut -c1-12)"
 TAG="$IMAGE:$HASH"
 
 # Earlier builds' tags, once no container (running or stopped) uses them: each is ~800 MB. docker rmi
@@ -207,6 +211,7 @@ say "building $TAG from $BASE_IMAGE"
 # Legacy builder: no BuildKit frontend image to fetch, no registry lookups for a local base.
 if ! DOCKER_BUILDKIT=0 docker build \
     --build-arg "BASE_IMAGE=$BASE_IMAGE" \
+    --build-arg "SANDBOX_HOME=$SANDBOX_HOME" \
     --label "grove.hash=$HASH" \
     -t "$TAG" -t "$IMAGE:latest" \
     "$CTX" >"$BUILD/build.log" 2>&1; then

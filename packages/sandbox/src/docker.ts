@@ -280,7 +280,7 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
     GIT_CONFIG_VALUE_0: '*',
   };
   // Docker orders mounts by destination depth, so the admin dir (inside the common dir) lands on
-  // top of the read-only common dir, and the state dir on top of the /home/grove tmpfs.
+  // top of the read-only common dir, and the state dir on top of the $HOME tmpfs (SANDBOX_PATHS.home).
   const mounts: MountSettings[] = [
     bind(spec.worktreePath, SANDBOX_PATHS.workspace, false),
     bind(spec.gitCommonDir, spec.gitCommonDir, true),

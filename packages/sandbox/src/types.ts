@@ -20,7 +20,7 @@ export interface SandboxSpec {
   runDir: string;
   /** Host <home>/threads/<slug>, mounted at /var/lib/grove/thread (thread.jsonl lives here). */
   threadDir: string;
-  /** Host <home>/state/<slug>, the agent's own files, mounted at /home/grove/.claude. */
+  /** Host <home>/state/<slug>, the agent's own files, mounted at SANDBOX_PATHS.agentState. */
   stateDir: string;
   /** Extra environment for the backend (never secrets). */
   env: Record<string, string>;
