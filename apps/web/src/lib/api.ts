@@ -24,7 +24,6 @@ import {
   undoResponseSchema,
   workspaceResponseSchema,
   type ForkRequest,
-  type ProjectConfigInput,
   type ProjectConfigPatch,
   type PublishRequest,
   type PutOverlayFileRequest,
@@ -104,8 +103,6 @@ export const api = {
   updateWorkspace: (slug: string, req: UpdateWorkspaceRequest) => request(one(slug), workspaceResponseSchema, { method: 'PATCH', body: req }),
   /** The project's configuration (agent, allowed paths, forge, keepCheckoutOnClose, ...). */
   projectConfig: (name: string) => request(`${project(name)}/config`, projectConfigResponseSchema),
-  /** Replaces the whole config (validated by the server); it applies to sandboxes created from now on. */
-  setProjectConfig: (name: string, config: ProjectConfigInput) => request(`${project(name)}/config`, projectConfigResponseSchema, { method: 'PUT', body: config }),
   /** Changes only the keys given (null: back to the default); the rest of the config stays as stored. */
   patchProjectConfig: (name: string, patch: ProjectConfigPatch) => request(`${project(name)}/config`, projectConfigResponseSchema, { method: 'PATCH', body: patch }),
   /** The project's overlay files (local files workspaces get and commits never carry); every call answers the list. */
