@@ -19,6 +19,14 @@ export interface GrovePaths {
   configRoot: string;
   /** Per-project config-parity overlay files (docs/git-flow.md). Host-only; never mounted wholesale. */
   overlaysRoot: string;
+  /** The sandboxes' own git dirs (HEAD, index): agent-writable, never read by host git. */
+  sandboxGitRoot: string;
+  /** Per-workspace object stores for turn snapshots and saved work: host-only, never mounted. */
+  objectsRoot: string;
+  /** Per-workspace disk images (the quota of what the agent can write). */
+  volumesRoot: string;
+  /** Host-only scratch space on the same filesystem as home (staged indexes, imports): never mounted. */
+  scratchRoot: string;
   /** <home>/overlays/<project>: the project's overlay files at their repository-relative paths. */
   overlay(project: string): string;
   /** The bare primary clone; it is the common git dir of every worktree of the project. */
@@ -31,6 +39,12 @@ export interface GrovePaths {
   /** The workspace's egress gate: <run>/<slug>/egress.sock, /run/grove/egress.sock in its sandbox. */
   egressSocket(slug: string): string;
   state(slug: string): string;
+  /** <home>/sandbox-git/<slug>: the git dir the sandbox's /workspace/.git names (mounted read-write). */
+  sandboxGit(slug: string): string;
+  /** <home>/objects/<slug>.git: a bare store of this workspace's private objects and refs (host-only). */
+  workspaceObjects(slug: string): string;
+  /** <home>/volumes/<slug>: this workspace's disk images and their mount points. */
+  volume(slug: string): string;
   lockFile(project: string): string;
   /** <home>/config/<project>.json */
   projectConfig(project: string): string;
@@ -81,6 +95,10 @@ export function createPaths(home: string): GrovePaths {
     archiveRoot: join(h, 'archive'),
     configRoot: join(h, 'config'),
     overlaysRoot: join(h, 'overlays'),
+    sandboxGitRoot: join(h, 'sandbox-git'),
+    objectsRoot: join(h, 'objects'),
+    volumesRoot: join(h, 'volumes'),
+    scratchRoot: join(h, 'tmp'),
   };
   return {
     home: h,
@@ -94,6 +112,9 @@ export function createPaths(home: string): GrovePaths {
     socket: (slug) => under(roots.runRoot, validSlug(slug), 'backend.sock'),
     egressSocket: (slug) => under(roots.runRoot, validSlug(slug), 'egress.sock'),
     state: (slug) => under(roots.stateRoot, validSlug(slug)),
+    sandboxGit: (slug) => under(roots.sandboxGitRoot, validSlug(slug)),
+    workspaceObjects: (slug) => under(roots.objectsRoot, `${validSlug(slug)}.git`),
+    volume: (slug) => under(roots.volumesRoot, validSlug(slug)),
     lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
     overlay: (project) => under(roots.overlaysRoot, validProject(project)),
     projectConfig: (project) => under(roots.configRoot, `${validProject(project)}.json`),
