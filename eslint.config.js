@@ -20,6 +20,24 @@ export default tseslint.config(
     },
   },
   { files: ['packages/sandbox/**'], rules: { 'no-restricted-imports': 'off' } },
+  // Host git runs over trees the agent writes: only git-exec.ts may start it (fresh environment, explicit GIT_DIR,
+  // neutered config, deadline), and nothing else in core starts processes. fsutil.ts runs coreutils `chown -R -h -P`
+  // (fts with fchownat relative to directory fds: no link followed, even mid-walk).
+  {
+    files: ['packages/core/src/**/*.ts'],
+    ignores: ['packages/core/src/**/*.test.ts', 'packages/core/src/test-support/**', 'packages/core/src/git-exec.ts', 'packages/core/src/fsutil.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        paths: [
+          { name: 'dockerode', message: 'Only packages/sandbox talks to Docker.' },
+          { name: 'simple-git', message: 'Host git goes through packages/core/src/git-exec.ts.' },
+          { name: 'node:child_process', message: 'Host git goes through packages/core/src/git-exec.ts; core starts no other process.' },
+          { name: 'child_process', message: 'Host git goes through packages/core/src/git-exec.ts; core starts no other process.' },
+        ],
+        patterns: [{ group: ['**/apps/*', '@grove/server', '@grove/web', '@grove/cli'], message: 'Apps depend on packages, never on each other.' }],
+      }],
+    },
+  },
   // Benchmarks measure the apps themselves, so they may import them (but still not dockerode).
   { files: ['bench/**'], rules: { 'no-restricted-imports': ['error', { paths: [{ name: 'dockerode', message: 'Only packages/sandbox talks to Docker.' }] }] } },
   { files: ['**/env.ts', '**/*.test.ts', 'e2e/**', 'bench/**', 'scripts/**', '**/*.config.*'], rules: { 'no-restricted-properties': 'off' } },

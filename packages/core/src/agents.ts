@@ -89,6 +89,7 @@ export class TurnGuard {
   private context(row: WorkspaceRow): WorktreeContext {
     return {
       repo: this.deps.paths.repo(row.project),
+      objects: this.deps.paths.workspaceObjects(row.slug),
       worktree: this.deps.paths.worktree(row.project, row.name),
       slug: row.slug,
       branch: row.branch,

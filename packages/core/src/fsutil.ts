@@ -12,14 +12,17 @@ export function canChown(): boolean {
 }
 
 /**
- * chown -R without following symlinks (a worktree may contain links pointing anywhere). Takes several
- * trees so a fork pays for one process, not one per directory.
+ * chown -R without following symlinks (a worktree may contain links pointing anywhere). GNU chown with -R -h -P
+ * walks with fts: every directory is opened relative to its parent's descriptor with O_NOFOLLOW and checked
+ * against the device and inode it listed, and every entry is changed with fchownat(AT_SYMLINK_NOFOLLOW)
+ * relative to that descriptor, so a directory swapped for a link mid-walk is not followed either (a Node walk of
+ * lchown by path would follow a swapped parent). Takes several trees so a fork pays for one process.
  */
 export async function chownTree(paths: string | readonly string[], uid: number, gid: number): Promise<void> {
   if (!canChown()) return;
   const list = typeof paths === 'string' ? [paths] : paths;
   if (list.length === 0) return;
-  await run('chown', ['-R', '-h', `${uid}:${gid}`, '--', ...list]);
+  await run('chown', ['-R', '-h', '-P', `${uid}:${gid}`, '--', ...list]);
 }
 
 /** mkdir -p each, then hand them all to `owner` with one chown. */

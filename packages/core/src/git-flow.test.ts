@@ -171,18 +171,24 @@ describe('checkpoint', () => {
     await expect(g.checkpoint('demo~nope')).rejects.toMatchObject({ code: 'workspace_not_found' });
   });
 
-  it('refuses a worktree whose .git names another workspace\'s admin dir, leaving that one alone', async () => {
+  it('never reads the worktree\'s .git: one naming another workspace\'s admin dir changes nothing there', async () => {
     const g = await open();
     await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
     await g.fork({ project: 'demo', name: 'a' });
     await g.fork({ project: 'demo', name: 'b' });
+    const own = join(home, 'repos', 'demo', 'worktrees', 'a');
     const other = join(home, 'repos', 'demo', 'worktrees', 'b');
     const index = readFileSync(join(other, 'index'));
+    const ownIndex = readFileSync(join(own, 'index'));
     writeFileSync(join(worktree('a'), '.git'), `gitdir: ${other}\n`);
     writeFileSync(join(worktree('a'), 'x.txt'), 'x\n');
-    await expect(g.checkpoint('demo~a')).rejects.toMatchObject({ code: 'git_failed', message: expect.stringContaining('does not name its own admin dir') as string });
+    const cp = await g.checkpoint('demo~a');
+    expect(cp.files).toEqual(['x.txt']);
+    // b's index is as it was; a's own (found from the host side) is the checkpoint's.
     expect(readFileSync(join(other, 'index')).equals(index)).toBe(true);
-    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/a')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
+    expect(readFileSync(join(own, 'index')).equals(ownIndex)).toBe(false);
+    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/a')).toBe(cp.commit);
+    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/b')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
   });
 
   it('defaults to Grove <grove@localhost> and works while the workspace is stopped', async () => {

@@ -5,7 +5,7 @@ import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow
 import type { CheckpointResponse, DiffResponse, EventType, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import type { Logger } from 'pino';
-import { aheadBehind, changedPaths, checkpointWorktree, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, snapshotWorktree } from './git.ts';
+import { aheadBehind, changedPaths, checkpointWorktree, commitsNotIn, diffFiles, diffPatch, mergeBase, openStore, resolveCommit, snapshotWorktree, worktreeAdminDir } from './git.ts';
 import { createForge } from './forge.ts';
 import type { ForgePull } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';
@@ -221,8 +221,11 @@ export class GitFlow {
       }
       const why: string[] = [];
       if (existsSync(worktree)) {
-        const snap = await snapshotWorktree(repo, { worktree, parent: tip });
-        const files = snap.unchanged ? 0 : (await changedPaths(repo, tip, snap.tree)).length;
+        // Into the workspace's private store: uncommitted work never lands in the primary every sandbox reads.
+        const objects = this.d.paths.workspaceObjects(row.slug);
+        await openStore(repo, objects, row.slug);
+        const snap = await snapshotWorktree(repo, { worktree, parent: tip, objects });
+        const files = snap.unchanged ? 0 : (await changedPaths(objects, tip, snap.tree)).length;
         if (files > 0) why.push(`${files} ${files === 1 ? 'file' : 'files'} changed since`);
       }
       const after = bases.length > 0 ? await commitsNotIn(repo, tip, bases) : 1;
@@ -357,9 +360,12 @@ export class GitFlow {
     const config = await this.d.config(row.project);
     const who = config.git ?? DEFAULT_GIT_SETTINGS;
     const repo = this.d.paths.repo(row.project);
-    const cp = await this.d.withLock(row.project, () =>
+    const cp = await this.d.withLock(row.project, async () =>
       checkpointWorktree(repo, {
         worktree,
+        // The worktree's index, found from the host side (never from its .git file, which the agent writes).
+        indexPath: join(await worktreeAdminDir(repo, worktree), 'index'),
+        scratch: this.d.paths.scratchRoot,
         branch: row.branch,
         message: message ?? `grove: checkpoint of ${slug}`,
         identity: { name: who.authorName, email: who.authorEmail },
@@ -385,14 +391,20 @@ export class GitFlow {
       const base = (await mergeBase(repo, main, head)) ?? main;
       let to = head;
       let uncommitted = false;
+      // The snapshot of uncommitted work goes into the workspace's private store, which also sees every object of
+      // the primary (alternates): the diff is read there.
+      let readFrom = repo;
       if (live) {
-        const snap = await snapshotWorktree(repo, { worktree, parent: head });
+        const objects = this.d.paths.workspaceObjects(row.slug);
+        await openStore(repo, objects, row.slug);
+        const snap = await snapshotWorktree(repo, { worktree, parent: head, objects });
         uncommitted = !snap.unchanged;
         to = snap.tree;
+        readFrom = objects;
       }
       const counts = await aheadBehind(repo, main, head);
-      const files = await diffFiles(repo, base, to);
-      const { patch, truncated } = await diffPatch(repo, base, to, o.maxBytes ?? DEFAULT_DIFF_BYTES);
+      const files = await diffFiles(readFrom, base, to);
+      const { patch, truncated } = await diffPatch(readFrom, base, to, o.maxBytes ?? DEFAULT_DIFF_BYTES);
       return { branch: row.branch, defaultBranch: project.defaultBranch, base, head, uncommitted, ...counts, files, patch, truncated };
     });
   }

@@ -32,6 +32,9 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 
+/** A workspace's private object store (paths.workspaceObjects). */
+const storeOf = (slug: string) => join(tmp, 'objects', `${slug}.git`);
+
 describe('git', () => {
   it('clones bare and reads the default branch from HEAD', async () => {
     expect(await isBareRepo(repo)).toBe(true);
@@ -186,9 +189,9 @@ describe('saving work before removal', () => {
   }
 
   /** Check the saved commit out somewhere else and read a file back. */
-  function checkout(commit: string, dir: string): string {
+  function checkout(commit: string, dir: string, from: string): string {
     mkdirSync(dir, { recursive: true });
-    git(repo, `--work-tree=${dir}`, 'checkout', commit, '--', '.');
+    git(from, `--work-tree=${dir}`, 'checkout', commit, '--', '.');
     return dir;
   }
 
@@ -209,47 +212,50 @@ describe('saving work before removal', () => {
     rmSync(join(path, 'app.txt'));
     const headBefore = readFileSync(join(await worktreeAdminDir(repo, path), 'index')).toString('base64');
 
-    const saved = await saveWork(repo, { slug: 'demo~save-a', worktree: path, parent: 'refs/heads/grove/save-a', message: 'saved' });
+    const saved = await saveWork(repo, { slug: 'demo~save-a', objects: storeOf('demo~save-a'), worktree: path, parent: 'refs/heads/grove/save-a', message: 'saved' });
     expect(saved).toMatchObject({ ref: 'refs/grove/demo+save-a/teardown/1', reused: false });
-    expect(git(repo, 'rev-parse', 'refs/grove/demo+save-a/teardown/1')).toBe(saved?.commit);
-    expect(git(repo, 'rev-parse', `${saved?.commit ?? ''}^1`)).toBe(tip);
+    expect(git(storeOf('demo~save-a'), 'rev-parse', 'refs/grove/demo+save-a/teardown/1')).toBe(saved?.commit);
+    expect(git(storeOf('demo~save-a'), 'rev-parse', `${saved?.commit ?? ''}^1`)).toBe(tip);
+    // Saved work is in the workspace's private store only: the primary every sandbox reads has neither ref nor commit.
+    expect(git(repo, 'for-each-ref', 'refs/grove/')).toBe('');
+    expect(() => git(repo, 'cat-file', '-e', saved?.commit ?? '')).toThrow();
     // The branch, the worktree's own index and its files are untouched.
     expect(git(repo, 'rev-parse', 'refs/heads/grove/save-a')).toBe(tip);
     expect(readFileSync(join(await worktreeAdminDir(repo, path), 'index')).toString('base64')).toBe(headBefore);
     expect(readFileSync(join(path, 'README.md'), 'utf8')).toBe('# changed, not staged\n');
 
-    const out = checkout(saved?.commit ?? '', join(tmp, 'restored-a'));
+    const out = checkout(saved?.commit ?? '', join(tmp, 'restored-a'), storeOf('demo~save-a'));
     expect(readFileSync(join(out, 'README.md'), 'utf8')).toBe('# changed, not staged\n');
     expect(readFileSync(join(out, 'staged.txt'), 'utf8')).toBe('staged only\n');
     expect(readFileSync(join(out, 'deep', 'er', 'blob.bin')).equals(binary)).toBe(true);
     expect(statSync(join(out, 'run.sh')).mode & 0o111).not.toBe(0);
-    expect(git(repo, 'ls-tree', saved?.commit ?? '', 'link').startsWith('120000')).toBe(true);
+    expect(git(storeOf('demo~save-a'), 'ls-tree', saved?.commit ?? '', 'link').startsWith('120000')).toBe(true);
     expect(existsSync(join(out, 'noise.log'))).toBe(false);
     expect(existsSync(join(out, 'app.txt'))).toBe(false);
   });
 
   it('saves nothing for a clean worktree or a missing one; a re-run with the same work reuses the ref; new work gets the next number', async () => {
     const path = await worktree('save-b');
-    expect(await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
-    expect(await saveWork(repo, { slug: 'demo~save-b', worktree: join(tmp, 'nowhere'), parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
+    expect(await saveWork(repo, { slug: 'demo~save-b', objects: storeOf('demo~save-b'), worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
+    expect(await saveWork(repo, { slug: 'demo~save-b', objects: storeOf('demo~save-b'), worktree: join(tmp, 'nowhere'), parent: 'refs/heads/grove/save-b', message: 'm' })).toBeNull();
     writeFileSync(join(path, 'one.txt'), '1');
-    const first = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
-    const again = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
-    expect(again).toEqual({ ref: first?.ref, commit: first?.commit, reused: true });
+    const first = await saveWork(repo, { slug: 'demo~save-b', objects: storeOf('demo~save-b'), worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    const again = await saveWork(repo, { slug: 'demo~save-b', objects: storeOf('demo~save-b'), worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    expect(again).toEqual({ ref: first?.ref, commit: first?.commit, reused: true, embedded: [] });
     writeFileSync(join(path, 'two.txt'), '2');
-    const second = await saveWork(repo, { slug: 'demo~save-b', worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
+    const second = await saveWork(repo, { slug: 'demo~save-b', objects: storeOf('demo~save-b'), worktree: path, parent: 'refs/heads/grove/save-b', message: 'm' });
     expect(second?.ref).toBe('refs/grove/demo+save-b/teardown/2');
-    expect((await listRecoveryRefs(repo, 'demo~save-b')).map((r) => r.n)).toEqual([1, 2]);
+    expect((await listRecoveryRefs(repo, 'demo~save-b', storeOf('demo~save-b'))).map((r) => r.n)).toEqual([1, 2]);
     // Another slug's refs are its own; the default workspace's slug has no "+".
-    expect(await listRecoveryRefs(repo, 'demo~save')).toEqual([]);
+    expect(await listRecoveryRefs(repo, 'demo~save', storeOf('demo~save'))).toEqual([]);
     writeFileSync(join(path, 'three.txt'), '3');
-    expect((await saveWork(repo, { slug: 'demo', worktree: path, parent: null, message: 'm' }))?.ref).toBe('refs/grove/demo/teardown/1');
+    expect((await saveWork(repo, { slug: 'demo', objects: storeOf('demo'), worktree: path, parent: null, message: 'm' }))?.ref).toBe('refs/grove/demo/teardown/1');
   });
 
   it('pendingWork lists what saveWork would save, and the ref it would use, without writing one', async () => {
     const path = await worktree('save-d');
-    const o = { slug: 'demo~save-d', worktree: path, parent: 'refs/heads/grove/save-d', limit: 2 };
-    expect(await pendingWork(repo, o)).toEqual({ files: [], total: 0, ref: null });
+    const o = { slug: 'demo~save-d', objects: storeOf('demo~save-d'), worktree: path, parent: 'refs/heads/grove/save-d', limit: 2 };
+    expect(await pendingWork(repo, o)).toEqual({ files: [], total: 0, ref: null, embedded: [] });
     writeFileSync(join(path, 'README.md'), 'changed\n');
     writeFileSync(join(path, 'staged.txt'), 's');
     git(path, 'add', 'staged.txt');
@@ -268,13 +274,13 @@ describe('saving work before removal', () => {
     expect(all).toMatchObject({ total: 5, ref: 'refs/grove/demo+save-d/teardown/1' });
     // The limit cuts the list, not the count; nothing was written.
     expect(await pendingWork(repo, o)).toMatchObject({ total: 5, files: [{ path: '.gitignore' }, { path: 'README.md' }] });
-    expect(await listRecoveryRefs(repo, 'demo~save-d')).toEqual([]);
+    expect(await listRecoveryRefs(repo, 'demo~save-d', storeOf('demo~save-d'))).toEqual([]);
     // Once saved, the same work names the ref that already holds it; more work names the next one.
     const saved = await saveWork(repo, { ...o, message: 'm' });
     expect((await pendingWork(repo, o)).ref).toBe(saved?.ref);
     writeFileSync(join(path, 'more.txt'), 'm');
     expect(await pendingWork(repo, o)).toMatchObject({ total: 6, ref: 'refs/grove/demo+save-d/teardown/2' });
-    expect(await pendingWork(repo, { ...o, worktree: join(tmp, 'nowhere') })).toEqual({ files: [], total: 0, ref: null });
+    expect(await pendingWork(repo, { ...o, worktree: join(tmp, 'nowhere') })).toEqual({ files: [], total: 0, ref: null, embedded: [] });
   });
 
   it('ignores a .git file the sandbox rewrote: the snapshot uses the bare repository, not what the worktree points at', async () => {
@@ -285,9 +291,9 @@ describe('saving work before removal', () => {
     writeFileSync(join(planted, '.git', 'config'), '[core]\n\tfsmonitor = touch /tmp/grove-pwned-by-fsmonitor\n', { flag: 'a' });
     writeFileSync(join(path, '.git'), `gitdir: ${join(planted, '.git')}\n`);
     writeFileSync(join(path, 'work.txt'), 'w');
-    const saved = await saveWork(repo, { slug: 'demo~save-c', worktree: path, parent: 'refs/heads/grove/save-c', message: 'm' });
+    const saved = await saveWork(repo, { slug: 'demo~save-c', objects: storeOf('demo~save-c'), worktree: path, parent: 'refs/heads/grove/save-c', message: 'm' });
     expect(saved?.ref).toBe('refs/grove/demo+save-c/teardown/1');
-    expect(git(repo, 'show', `${saved?.commit ?? ''}:work.txt`)).toBe('w');
+    expect(git(storeOf('demo~save-c'), 'show', `${saved?.commit ?? ''}:work.txt`)).toBe('w');
     expect(existsSync('/tmp/grove-pwned-by-fsmonitor')).toBe(false);
   });
 });

@@ -1,39 +1,27 @@
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
-import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, open, opendir, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
-import { simpleGit } from 'simple-git';
-import type { SimpleGit } from 'simple-git';
+import { execGit, gitText } from './git-exec.ts';
+import type { GitExecOptions } from './git-exec.ts';
 
 /**
- * The git operations core needs, over simple-git. Worktrees are chowned to the sandbox uid while the host
- * runs as root, so every call passes safe.directory=* (git would otherwise refuse to touch them).
+ * The git operations core needs, all through git-exec.ts (explicit GIT_DIR, hardened config, deadline).
+ * Worktrees belong to the sandbox uid while the host runs as root; git-exec names the exact repository as
+ * safe.directory for each call.
  */
-function git(baseDir: string, blockMs = 60_000): SimpleGit {
-  return simpleGit({
-    baseDir,
-    config: ['safe.directory=*'],
-    allowConfig: ['safe.directory'],
-    strict: true,
-    timeout: { block: blockMs },
-  });
+
+/** git <args> in gitDir; failures become GroveError('git_failed') naming what was attempted. */
+function raw(gitDir: string, args: string[], what = `git ${args[0] ?? ''}`, more: Partial<GitExecOptions> = {}): Promise<string> {
+  return gitText({ gitDir, args, what, ...more });
 }
 
-function gitFailed(what: string, e: unknown): GroveError {
-  const msg = e instanceof Error ? e.message.trim() : String(e);
-  return new GroveError('git_failed', `${what}: ${msg}`, { cause: e });
-}
-
-/** git <args> in repo; failures become GroveError('git_failed') naming what was attempted. */
-async function raw(repo: string, args: string[], what = `git ${args[0] ?? ''}`): Promise<string> {
-  try {
-    return await git(repo).raw(args);
-  } catch (e) {
-    throw gitFailed(what, e);
-  }
+/** Like raw, but a failure is a null (for lookups whose "no" is an exit code). */
+async function rawOrNull(gitDir: string, args: string[], more: Partial<GitExecOptions> = {}): Promise<string | null> {
+  const r = await execGit({ gitDir, args, ...more });
+  return r.code === 0 && !r.timedOut && !r.overflow ? r.stdout.toString('utf8') : null;
 }
 
 export function branchForName(name: string): string {
@@ -44,24 +32,21 @@ export function branchForName(name: string): string {
 export async function cloneBare(source: string, dest: string): Promise<void> {
   await mkdir(dirname(dest), { recursive: true });
   try {
-    // Cloning can be silent for a long time on big repositories; allow ten minutes without output.
-    await git(dirname(dest), 600_000).clone(source, dest, ['--bare']);
+    // GIT_DIR = dest: clone --bare creates it there; cwd is its (host-only) parent.
+    await raw(dest, ['clone', '--bare', '--quiet', '--', source, dest], `cloning ${source}`, { cwd: dirname(dest), timeoutMs: 600_000, config: [['protocol.file.allow', 'always']] });
   } catch (e) {
     await rm(dest, { recursive: true, force: true });
-    throw gitFailed(`cloning ${source}`, e);
+    throw e;
   }
 }
 
 /** True when dir is itself a bare repository (not merely inside some other repository). */
 export async function isBareRepo(dir: string): Promise<boolean> {
   if (!existsSync(dir)) return false;
-  try {
-    const out = await git(dir).raw(['rev-parse', '--is-bare-repository', '--absolute-git-dir']);
-    const [bare, gitDir] = out.trim().split('\n');
-    return bare === 'true' && gitDir !== undefined && (await realpath(gitDir)) === (await realpath(dir));
-  } catch {
-    return false;
-  }
+  const out = await rawOrNull(dir, ['rev-parse', '--is-bare-repository', '--absolute-git-dir']);
+  if (out === null) return false;
+  const [bare, gitDir] = out.trim().split('\n');
+  return bare === 'true' && gitDir !== undefined && (await realpath(gitDir).catch(() => '')) === (await realpath(dir));
 }
 
 /** The branch the bare repository's HEAD points at; git_failed when it has no commits. */
@@ -74,14 +59,13 @@ export async function defaultBranch(repo: string): Promise<string> {
 }
 
 export async function branchExists(repo: string, branch: string): Promise<boolean> {
-  const out = await raw(repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`], `looking up branch ${branch}`);
-  return out.trim().length > 0;
+  const out = await rawOrNull(repo, ['rev-parse', '--verify', '--quiet', `refs/heads/${branch}`]);
+  return (out ?? '').trim().length > 0;
 }
 
 /** The commit a ref names, or null when it names none. ref must be pre-validated (no leading "-"). */
 export async function resolveCommit(repo: string, ref: string): Promise<string | null> {
-  const out = await raw(repo, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`], `resolving ${ref}`);
-  const sha = out.trim();
+  const sha = ((await rawOrNull(repo, ['rev-parse', '--verify', '--quiet', `${ref}^{commit}`])) ?? '').trim();
   return /^[0-9a-f]{40,64}$/.test(sha) ? sha : null;
 }
 
@@ -137,20 +121,55 @@ async function findWorktree(repo: string, path: string): Promise<WorktreeEntry |
 }
 
 /**
- * The worktree's own admin dir (<common>/worktrees/<id>), read from its .git file rather than guessed:
- * git appends a number to the id when the basename is taken.
+ * Reads a small host file that sits where an agent could have written: never through a link (O_NOFOLLOW),
+ * never blocking on a FIFO (O_NONBLOCK, then only a regular file is read), at most maxBytes. Null otherwise.
+ */
+export async function readSmallFile(path: string, maxBytes = 4096): Promise<string | null> {
+  const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => null);
+  if (!fh) return null;
+  try {
+    const st = await fh.stat();
+    if (!st.isFile() || st.size > maxBytes) return null;
+    const buf = Buffer.alloc(maxBytes);
+    const { bytesRead } = await fh.read(buf, 0, maxBytes, 0);
+    return buf.subarray(0, bytesRead).toString('utf8');
+  } finally {
+    await fh.close();
+  }
+}
+
+/**
+ * The worktree's admin dir (<common>/worktrees/<id>), found from the host side: never from the worktree's
+ * `.git` file (the agent writes it). git names the id after the worktree's basename, with a number appended
+ * when that is taken; of those candidates, the one whose gitdir names this worktree. Until the admin dirs are
+ * host-only (issue 14's layout) their gitdir files are agent-writable, which is why the plain basename wins
+ * whenever it matches: another workspace has another basename.
  */
 export async function worktreeAdminDir(repo: string, worktreePath: string): Promise<string> {
-  const text = await readFile(resolve(worktreePath, '.git'), 'utf8');
-  const m = /^gitdir: (.+)$/m.exec(text);
-  if (!m?.[1]) throw new GroveError('git_failed', `${worktreePath}/.git does not name its git dir`);
-  const admin = resolve(worktreePath, m[1].trim());
-  const root = resolve(await canonical(repo), 'worktrees');
-  const rel = relative(root, await canonical(admin));
-  if (!rel || rel.startsWith('..') || isAbsolute(rel) || rel.includes(sep)) {
-    throw new GroveError('git_failed', `${worktreePath} belongs to another repository (${admin})`);
+  const root = join(repo, 'worktrees');
+  const base = basename(worktreePath);
+  const names = (await readdir(root).catch(() => [] as string[])).filter((n) => n === base || (n.startsWith(base) && /^\d+$/.test(n.slice(base.length))));
+  names.sort((a, b) => a.length - b.length || a.localeCompare(b));
+  const want = resolve(worktreePath, '.git');
+  for (const n of names) {
+    const text = (await readSmallFile(join(root, n, 'gitdir')))?.trim();
+    if (text && resolve(text) === want) return join(root, n);
   }
-  return resolve(root, rel);
+  throw new GroveError('git_failed', `no admin dir of ${repo} belongs to the worktree ${worktreePath}`);
+}
+
+/** The entries of <repo>/worktrees (the admin dirs), to tell which one a `worktree add` created. */
+async function adminDirs(repo: string): Promise<Set<string>> {
+  return new Set(await readdir(join(repo, 'worktrees')).catch(() => [] as string[]));
+}
+
+/** worktree add, returning the admin dir it created (the one entry of <repo>/worktrees that is new; under the lock). */
+async function addWorktree(repo: string, args: string[], what: string): Promise<string> {
+  const before = await adminDirs(repo);
+  await raw(repo, args, what);
+  const added = [...(await adminDirs(repo))].filter((n) => !before.has(n));
+  if (added.length !== 1 || !added[0]) throw new GroveError('git_failed', `${what}: could not tell which admin dir git created`);
+  return join(repo, 'worktrees', added[0]);
 }
 
 export interface EnsureWorktreeResult {
@@ -175,16 +194,17 @@ export async function ensureWorktree(
     // The common case, a new fork: nothing at the path, so no `worktree list` to look for one.
     await mkdir(dirname(path), { recursive: true });
     const createdBranch = !(await branchExists(repo, branch));
+    let adminDir: string;
     try {
-      await git(repo).raw(createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch]);
+      adminDir = await addWorktree(repo, createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch], `git worktree add for ${branch}`);
     } catch (e) {
       // Git may still list a worktree at the missing path (its directory was deleted), and refuses the add,
       // after creating the branch. Prune that entry and add again on the branch; anything else is the error.
-      if (!(await branchExists(repo, branch))) throw gitFailed(`git worktree add for ${branch}`, e);
+      if (!(await branchExists(repo, branch))) throw e;
       await prune(repo);
-      await raw(repo, ['worktree', 'add', path, branch], `git worktree add for ${branch}`);
+      adminDir = await addWorktree(repo, ['worktree', 'add', path, branch], `git worktree add for ${branch}`);
     }
-    return { reused: false, createdBranch, adminDir: await worktreeAdminDir(repo, path) };
+    return { reused: false, createdBranch, adminDir };
   }
   const entry = await findWorktree(repo, path);
   if (entry && entry.branch === `refs/heads/${branch}` && !entry.prunable && existsSync(resolve(path, '.git'))) {
@@ -198,8 +218,7 @@ export async function ensureWorktree(
   await mkdir(dirname(path), { recursive: true });
   const createdBranch = !(await branchExists(repo, branch));
   const args = createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch];
-  await raw(repo, args, `git worktree add for ${branch}`);
-  return { reused: false, createdBranch, adminDir: await worktreeAdminDir(repo, path) };
+  return { reused: false, createdBranch, adminDir: await addWorktree(repo, args, `git worktree add for ${branch}`) };
 }
 
 /** Remove a worktree (even a dirty or locked one) and its directory, then prune. No error when absent. */
@@ -208,7 +227,7 @@ export async function removeWorktree(repo: string, path: string): Promise<void> 
   if (entry) {
     try {
       // Twice --force: also removes a worktree git left locked when a crash interrupted `worktree add`.
-      await git(repo).raw(['worktree', 'remove', '--force', '--force', entry.path]);
+      await raw(repo, ['worktree', 'remove', '--force', '--force', entry.path]);
     } catch {
       // The directory may already be gone; rm + prune below finish the job.
     }
@@ -223,13 +242,9 @@ export async function prune(repo: string): Promise<void> {
 
 /** Commits on branch that are not reachable from base; null when either cannot be resolved. */
 export async function commitsBeyond(repo: string, branch: string, base: string): Promise<number | null> {
-  try {
-    const out = await git(repo).raw(['rev-list', '--count', `${base}..refs/heads/${branch}`]);
-    const n = Number.parseInt(out.trim(), 10);
-    return Number.isFinite(n) ? n : null;
-  } catch {
-    return null;
-  }
+  const out = await rawOrNull(repo, ['rev-list', '--count', `${base}..refs/heads/${branch}`]);
+  const n = out === null ? Number.NaN : Number.parseInt(out.trim(), 10);
+  return Number.isFinite(n) ? n : null;
 }
 
 /**
@@ -248,54 +263,199 @@ export async function deleteBranchIfEmpty(repo: string, branch: string, base: st
   return true;
 }
 
-// ---- saving work before a worktree is removed ----
+// ---- snapshots: the worktree as a tree, without entering anything the agent planted ----
 
 const IDENTITY = { name: 'Grove', email: 'grove@localhost' };
-// Passed through to git children that get an explicit environment; this is not configuration, so no env.ts.
-// eslint-disable-next-line no-restricted-properties
-const { PATH: CHILD_PATH = '/usr/bin:/bin', HOME: CHILD_HOME } = process.env;
+/** A walk of the worktree gives up beyond this many entries (the snapshot fails; nothing is half-saved). */
+const MAX_WALK_ENTRIES = 2_000_000;
 
 /**
- * git in repo with exactly these GIT_* variables and a minimal environment (simple-git refuses variables it is
- * not told about, such as EDITOR, when an environment is passed).
+ * Directories of the worktree that are git repositories of their own (they hold a `.git` entry of any kind:
+ * directory, gitfile, link, FIFO), as paths relative to the root with "/". Found by reading directories only:
+ * no link is followed (a Dirent of a symlink is never a directory), nothing inside a `.git` is opened, and
+ * the walk does not descend into an embedded repository. The worktree's own top-level `.git` is skipped.
  */
-function gitWith(repo: string, vars: Record<string, string>): SimpleGit {
-  const env: Record<string, string> = { PATH: CHILD_PATH };
-  if (CHILD_HOME) env.HOME = CHILD_HOME;
-  return simpleGit({
-    baseDir: repo,
-    config: ['safe.directory=*'],
-    allowConfig: ['safe.directory'],
-    allowEnvironment: Object.keys(vars),
-    strict: true,
-    timeout: { block: 600_000 },
-  }).env({ ...env, ...vars });
+export async function findEmbeddedRepos(worktree: string): Promise<string[]> {
+  const found: string[] = [];
+  let seen = 0;
+  const walk = async (rel: string): Promise<void> => {
+    const dir = await opendir(rel ? join(worktree, rel) : worktree).catch(() => null);
+    if (!dir) return;
+    const subdirs: string[] = [];
+    let nested = false;
+    for await (const e of dir) {
+      if (++seen > MAX_WALK_ENTRIES) throw new GroveError('git_failed', `the worktree holds more than ${MAX_WALK_ENTRIES} entries; not snapshotting it`);
+      if (e.name === '.git') {
+        if (rel) nested = true;
+        continue;
+      }
+      if (e.isDirectory()) subdirs.push(rel ? `${rel}/${e.name}` : e.name);
+    }
+    if (nested) {
+      found.push(rel);
+      return;
+    }
+    for (const sub of subdirs) await walk(sub);
+  };
+  await walk('');
+  return found.sort();
+}
+
+/** Paths of parent's gitlinks (submodule entries, mode 160000). */
+async function gitlinksOf(gitDir: string, parent: string | null): Promise<string[]> {
+  if (!parent) return [];
+  const out = await raw(gitDir, ['ls-tree', '-r', '-z', '--full-tree', parent], 'listing the submodules of the base');
+  const links: string[] = [];
+  for (const rec of out.split('\0')) {
+    const m = /^160000 commit [0-9a-f]+\t(.+)$/s.exec(rec);
+    if (m?.[1]) links.push(m[1]);
+  }
+  return links;
+}
+
+export interface StageOptions {
+  /** The primary: its overlay list and info/exclude apply to every snapshot. */
+  repo: string;
+  /** Where git reads the parent from and writes the new blobs: the primary, or a workspace's store. */
+  gitDir: string;
+  worktree: string;
+  /** A throwaway index in a host-only directory. */
+  indexFile: string;
+  parent: string | null;
 }
 
 /**
- * The worktree's content as a tree in repo's object store: parent's tree with every change applied, staged or
- * not, plus every untracked file that is not ignored. It uses a throwaway index and the bare repository as
- * GIT_DIR, so the worktree's own index, its `.git` file and its admin dir are neither read nor written: those are
- * writable from the sandbox, and host git must never follow a gitdir or a config an agent planted there
- * (core.fsmonitor, for one, runs a command).
+ * Fill indexFile with the worktree: parent's tree, then every change and every untracked file that is not
+ * ignored, minus the overlay paths. Embedded repositories are never entered: every directory holding a
+ * `.git` and every gitlink of parent is excluded from the `git add` (pathspec excludes), so git neither adds
+ * an untracked nested repository as a gitlink (which reads its HEAD and config) nor checks an existing
+ * gitlink (which runs `git status` inside it, under that repository's config: core.fsmonitor and friends).
+ * Existing gitlinks stay as parent has them. Returns the embedded repositories left out, for the report.
  */
-export async function snapshotTree(repo: string, worktree: string, parent: string | null, opts: { indexOut?: string } = {}): Promise<string> {
+export async function stageWorktree(o: StageOptions): Promise<string[]> {
+  const more: Partial<GitExecOptions> = {
+    workTree: o.worktree,
+    indexFile: o.indexFile,
+    timeoutMs: 600_000,
+    // A store has no info/exclude of its own: the primary's (host-written, with the overlay block) applies.
+    config: o.gitDir === o.repo ? [] : [['core.excludesFile', join(o.repo, 'info', 'exclude')]],
+  };
+  const run = (args: string[], what: string, input?: string): Promise<string> => raw(o.gitDir, args, what, { ...more, input });
+  await run(o.parent ? ['read-tree', o.parent] : ['read-tree', '--empty'], 'reading the base tree');
+  const skip = [...new Set([...(await findEmbeddedRepos(o.worktree)), ...(await gitlinksOf(o.gitDir, o.parent))])].sort();
+  if (skip.length === 0) await run(['add', '--all'], 'reading the worktree');
+  else {
+    // Exclude-only pathspecs mean "everything else"; literal, so a name with glob characters is itself.
+    const specs = skip.map((p) => `:(top,exclude,literal)${p}\0`).join('');
+    await run(['add', '--all', '--pathspec-from-file=-', '--pathspec-file-nul'], 'reading the worktree', specs);
+  }
+  await dropOverlayEntries((args) => run(args, 'leaving out the overlay files'), o.repo, o.parent);
+  return skip;
+}
+
+export interface TreeSnapshot {
+  tree: string;
+  /** Embedded repositories (and gitlinks) that were recorded as the parent has them, never entered. */
+  embedded: string[];
+}
+
+/**
+ * The worktree's content as a tree in gitDir's object store (see stageWorktree). It uses a throwaway index in
+ * a host-only temp dir and an explicit GIT_DIR, so the worktree's own index, its `.git` file and its admin dir
+ * are neither read nor written: those are writable from the sandbox.
+ */
+export async function snapshotTree(o: { repo: string; gitDir?: string; worktree: string; parent: string | null; indexOut?: string }): Promise<TreeSnapshot> {
   const dir = await mkdtemp(join(tmpdir(), 'grove-snapshot-'));
+  const gitDir = o.gitDir ?? o.repo;
   try {
-    const g = gitWith(repo, { GIT_DIR: repo, GIT_WORK_TREE: worktree, GIT_INDEX_FILE: join(dir, 'index') });
-    await g.raw(parent ? ['read-tree', parent] : ['read-tree', '--empty']);
-    await g.raw(['add', '--all']);
-    await dropOverlayEntries((args) => g.raw(args), repo, parent);
-    const tree = (await g.raw(['write-tree'])).trim();
+    const indexFile = join(dir, 'index');
+    const embedded = await stageWorktree({ repo: o.repo, gitDir, worktree: o.worktree, indexFile, parent: o.parent });
+    const tree = (await raw(gitDir, ['write-tree'], 'writing the worktree tree', { indexFile })).trim();
     // The index itself, with the stat data of every file it just hashed: a checkpoint installs it as the
     // worktree's own, so `git status` in the sandbox is clean afterwards without re-reading anything there.
-    if (opts.indexOut) await copyFile(join(dir, 'index'), opts.indexOut, fsConstants.COPYFILE_EXCL);
-    return tree;
+    if (o.indexOut) await copyFile(indexFile, o.indexOut, fsConstants.COPYFILE_EXCL);
+    return { tree, embedded };
   } catch (e) {
-    throw gitFailed(`saving the uncommitted work in ${worktree}`, e);
+    if (e instanceof GroveError) throw new GroveError('git_failed', `saving the uncommitted work in ${o.worktree}: ${e.message}`, { cause: e });
+    throw e;
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+// ---- per-workspace object stores (turn snapshots, saved work) ----
+
+/** refs/grove/<slug, "~" as "+">: a workspace's own refs (turns, undone, worktree state, teardown). */
+export function slugRefBase(slug: string): string {
+  return `refs/grove/${slug.replace('~', '+')}`;
+}
+
+/** Where a restore puts saved work in the primary: refs/grove-restore/<project>/<name>/<n> (a valid fork base). */
+export function restoreRef(slug: string, n: number): string {
+  return `refs/grove-restore/${slug.replace('~', '/')}/${n}`;
+}
+
+const openedStores = new Set<string>();
+
+/**
+ * Make `objects` the workspace's private store: a bare repository (host-only, never mounted) whose
+ * objects/info/alternates names the primary's objects, so a snapshot stores only what is new and reads the
+ * rest from the primary. Every sandbox of the project mounts the primary; none sees this. Refs an older
+ * Grove kept in the primary under refs/grove/<slug>/ move here once, with their objects (packed into the
+ * store), and their loose copies are pruned from the primary. Call under the repository lock.
+ */
+export async function openStore(repo: string, objects: string, slug: string): Promise<void> {
+  if (openedStores.has(objects) && existsSync(join(objects, 'objects'))) return;
+  if (!existsSync(join(objects, 'objects', 'info', 'alternates'))) {
+    const format = (await raw(repo, ['rev-parse', '--show-object-format'], 'reading the object format')).trim() || 'sha1';
+    await mkdir(dirname(objects), { recursive: true, mode: 0o700 });
+    await raw(objects, ['init', '--bare', '--quiet', '--template=', `--object-format=${format}`, objects], 'creating the workspace object store', { cwd: dirname(objects) });
+    await mkdir(join(objects, 'objects', 'info'), { recursive: true });
+    await writeFile(join(objects, 'objects', 'info', 'alternates'), `${join(await realpath(repo), 'objects')}\n`, { mode: 0o644 });
+  }
+  await migrateLegacyRefs(repo, objects, slug);
+  openedStores.add(objects);
+}
+
+async function migrateLegacyRefs(repo: string, objects: string, slug: string): Promise<void> {
+  const prefix = `${slugRefBase(slug)}/`;
+  const out = await raw(repo, ['for-each-ref', '--format=%(refname) %(objectname)', prefix], 'listing old snapshot refs');
+  const refs = out.split('\n').map((l) => l.trim().split(' ')).filter((p): p is [string, string] => p.length === 2 && !!p[0] && !!p[1]);
+  if (refs.length === 0) return;
+  // Every object only these refs reach (not the project's branches, tags or other workspaces' refs), into a
+  // pack of the store: the primary may drop them from now on.
+  const list = await raw(repo, ['rev-list', '--objects', ...new Set(refs.map(([, c]) => c)), '--not', '--exclude=refs/grove/*', '--all'], 'listing the objects of old snapshots', {
+    maxBytes: 1024 * 1024 * 1024,
+    timeoutMs: 600_000,
+  });
+  if (list.trim()) {
+    await raw(objects, ['pack-objects', '-q', join(objects, 'objects', 'pack', 'pack')], 'copying old snapshots into the workspace store', { input: list, timeoutMs: 600_000 });
+  }
+  await raw(objects, ['update-ref', '--stdin'], 'moving old snapshot refs', { input: refs.map(([r, c]) => `update ${r} ${c}\n`).join('') });
+  await raw(repo, ['update-ref', '--stdin'], 'removing old snapshot refs from the shared repository', { input: refs.map(([r, c]) => `delete ${r} ${c}\n`).join('') });
+  // Loose objects nothing in the primary reaches any more (these snapshots, and blobs of earlier previews)
+  // go now: the sandboxes of the project read the primary's object store.
+  await raw(repo, ['prune', '--expire=now'], 'pruning old snapshot objects from the shared repository', { timeoutMs: 600_000 });
+}
+
+/**
+ * Make commit (held by the store) the target of ref in the primary, copying what the primary lacks: a
+ * restore of saved work starts a branch there, which is shared work from then on. The pack is built in the
+ * store and indexed (--strict) in the primary, which computes every hash itself.
+ */
+export async function exportCommit(repo: string, objects: string, o: { commit: string; ref: string }): Promise<void> {
+  const tips = (await raw(repo, ['for-each-ref', '--format=%(objectname)'], 'listing the shared refs')).split('\n').filter(Boolean);
+  const list = await raw(objects, ['rev-list', '--objects', '--stdin'], 'listing the saved objects', {
+    input: `${o.commit}\n--not\n${[...new Set(tips)].join('\n')}\n`,
+    maxBytes: 1024 * 1024 * 1024,
+    timeoutMs: 600_000,
+  });
+  if (list.trim()) {
+    const pack = await execGit({ gitDir: objects, args: ['pack-objects', '--stdout', '-q'], input: list, maxBytes: 4 * 1024 * 1024 * 1024, timeoutMs: 600_000 });
+    if (pack.code !== 0 || pack.overflow || pack.timedOut) throw new GroveError('git_failed', `packing the saved work: ${pack.stderr.trim() || 'git pack-objects failed'}`);
+    await raw(repo, ['index-pack', '--stdin', '--strict'], 'copying the saved work into the shared repository', { input: pack.stdout, timeoutMs: 600_000 });
+  }
+  await raw(repo, ['update-ref', '-m', 'grove: restore', o.ref, o.commit], `writing ${o.ref}`);
 }
 
 // ---- overlay files never enter a commit ----
@@ -360,23 +520,27 @@ export async function dropOverlayEntries(run: (args: string[]) => Promise<string
 }
 
 export interface WorktreeSnapshot {
-  /** The commit parent resolved to; null when there is none. */
+  /** The commit parent resolved to (in the primary); null when there is none. */
   tip: string | null;
-  /** The worktree's content as a tree (see snapshotTree). */
+  /** The worktree's content as a tree (see snapshotTree), in the store the snapshot was written to. */
   tree: string;
   /** The tree is exactly tip's (or empty without a tip): nothing to save or commit. */
   unchanged: boolean;
+  /** Embedded repositories kept as the parent has them, never entered (see stageWorktree). */
+  embedded: string[];
 }
 
 /**
  * Step one of turning a worktree into a commit, shared by the teardown recovery refs and checkpoints: resolve
- * the parent, snapshot the worktree through a throwaway index, and say whether anything changed.
+ * the parent in the primary, snapshot the worktree through a throwaway index into `objects` (a workspace's
+ * store; the primary itself for a checkpoint, whose commit is shared work), and say whether anything changed.
  */
-export async function snapshotWorktree(repo: string, o: { worktree: string; parent: string | null; indexOut?: string }): Promise<WorktreeSnapshot> {
+export async function snapshotWorktree(repo: string, o: { worktree: string; parent: string | null; objects?: string; indexOut?: string }): Promise<WorktreeSnapshot> {
+  const gitDir = o.objects ?? repo;
   const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
-  const tree = await snapshotTree(repo, o.worktree, tip, { indexOut: o.indexOut });
-  const unchanged = tip ? (await commitInfo(repo, tip)).tree === tree : (await raw(repo, ['ls-tree', tree], 'reading the saved tree')).trim() === '';
-  return { tip, tree, unchanged };
+  const { tree, embedded } = await snapshotTree({ repo, gitDir, worktree: o.worktree, parent: tip, indexOut: o.indexOut });
+  const unchanged = tip ? (await commitInfo(gitDir, tip)).tree === tree : (await raw(gitDir, ['ls-tree', tree], 'reading the saved tree')).trim() === '';
+  return { tip, tree, unchanged, embedded };
 }
 
 export interface CommitIdentity {
@@ -384,27 +548,23 @@ export interface CommitIdentity {
   email: string;
 }
 
-/** Step two: a commit of tree on parent with this identity as author and committer; moves no ref. */
-export async function writeCommit(repo: string, o: { tree: string; parent: string | null; message: string; identity?: CommitIdentity; what: string }): Promise<string> {
+/** Step two: a commit of tree on parent, in gitDir, with this identity as author and committer; moves no ref. */
+export async function writeCommit(gitDir: string, o: { tree: string; parent: string | null; message: string; identity?: CommitIdentity; what: string }): Promise<string> {
   const who = o.identity ?? IDENTITY;
-  const vars = { GIT_AUTHOR_NAME: who.name, GIT_AUTHOR_EMAIL: who.email, GIT_COMMITTER_NAME: who.name, GIT_COMMITTER_EMAIL: who.email };
-  try {
-    return (await gitWith(repo, vars).raw(['commit-tree', o.tree, ...(o.parent ? ['-p', o.parent] : []), '-m', o.message])).trim();
-  } catch (e) {
-    throw gitFailed(o.what, e);
-  }
+  const env = { GIT_AUTHOR_NAME: who.name, GIT_AUTHOR_EMAIL: who.email, GIT_COMMITTER_NAME: who.name, GIT_COMMITTER_EMAIL: who.email };
+  return (await raw(gitDir, ['commit-tree', o.tree, ...(o.parent ? ['-p', o.parent] : []), '-m', o.message], o.what, { env })).trim();
 }
 
 /** Paths that differ between two trees (or a tree and the empty tree). */
-export async function changedPaths(repo: string, from: string | null, to: string): Promise<string[]> {
-  const base = from ?? (await raw(repo, ['hash-object', '-t', 'tree', '/dev/null'], 'naming the empty tree')).trim();
-  const out = await raw(repo, ['diff-tree', '-r', '--no-renames', '--name-only', '-z', base, to], 'listing changed paths');
+export async function changedPaths(gitDir: string, from: string | null, to: string): Promise<string[]> {
+  const base = from ?? (await raw(gitDir, ['hash-object', '-t', 'tree', '/dev/null'], 'naming the empty tree')).trim();
+  const out = await raw(gitDir, ['diff-tree', '-r', '--no-renames', '--name-only', '-z', base, to], 'listing changed paths');
   return out.split('\0').filter(Boolean);
 }
 
 /** Tree and parents of a commit. */
-async function commitInfo(repo: string, commit: string): Promise<{ tree: string; parents: string[] }> {
-  const out = (await raw(repo, ['log', '-1', '--format=%T %P', commit, '--'], `reading commit ${commit}`)).trim();
+async function commitInfo(gitDir: string, commit: string): Promise<{ tree: string; parents: string[] }> {
+  const out = (await raw(gitDir, ['log', '-1', '--format=%T %P', commit, '--'], `reading commit ${commit}`)).trim();
   const [tree = '', ...parents] = out.split(' ').filter(Boolean);
   return { tree, parents };
 }
@@ -415,9 +575,10 @@ export interface RecoveryRefEntry {
   commit: string;
 }
 
-/** The recovery refs of a slug, oldest first. */
-export async function listRecoveryRefs(repo: string, slug: string): Promise<RecoveryRefEntry[]> {
-  const out = await raw(repo, ['for-each-ref', '--format=%(refname) %(objectname)', recoveryRefPrefix(slug)], 'listing recovery refs');
+/** The recovery refs of a slug, oldest first, from its store. Call under the repository lock. */
+export async function listRecoveryRefs(repo: string, slug: string, objects: string): Promise<RecoveryRefEntry[]> {
+  await openStore(repo, objects, slug);
+  const out = await raw(objects, ['for-each-ref', '--format=%(refname) %(objectname)', recoveryRefPrefix(slug)], 'listing recovery refs');
   const entries: RecoveryRefEntry[] = [];
   for (const line of out.split('\n')) {
     const [ref = '', commit = ''] = line.trim().split(' ');
@@ -432,29 +593,32 @@ export interface SavedWork {
   commit: string;
   /** The newest recovery ref already held exactly this work (a re-run after a crash): nothing new was written. */
   reused: boolean;
+  /** Embedded repositories that were not saved (kept as the parent has them). */
+  embedded: string[];
 }
 
 /**
  * Commit whatever a worktree holds beyond `parent` (a branch ref or commit; null when there is none) to the
- * slug's next recovery ref, refs/grove/<slug>/teardown/<n>, without moving any branch or touching the worktree.
- * Returns null when there is nothing to save: no worktree, or its content is exactly parent's. Idempotent: when
- * the newest recovery ref already holds this content on this parent, that ref is returned (reused) instead of a
- * new one. Call under the repository lock.
+ * slug's next recovery ref, refs/grove/<slug>/teardown/<n>, in the workspace's store (`objects`), without
+ * moving any branch or touching the worktree. Returns null when there is nothing to save: no worktree, or its
+ * content is exactly parent's. Idempotent: when the newest recovery ref already holds this content on this
+ * parent, that ref is returned (reused) instead of a new one. Call under the repository lock.
  */
-export async function saveWork(repo: string, o: { slug: string; worktree: string; parent: string | null; message: string }): Promise<SavedWork | null> {
+export async function saveWork(repo: string, o: { slug: string; objects: string; worktree: string; parent: string | null; message: string }): Promise<SavedWork | null> {
   if (!existsSync(o.worktree)) return null;
-  const { tip, tree, unchanged } = await snapshotWorktree(repo, { worktree: o.worktree, parent: o.parent });
+  await openStore(repo, o.objects, o.slug);
+  const { tip, tree, unchanged, embedded } = await snapshotWorktree(repo, { worktree: o.worktree, parent: o.parent, objects: o.objects });
   if (unchanged) return null;
-  const last = (await listRecoveryRefs(repo, o.slug)).at(-1);
+  const last = (await listRecoveryRefs(repo, o.slug, o.objects)).at(-1);
   if (last) {
-    const info = await commitInfo(repo, last.commit);
-    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { ref: last.ref, commit: last.commit, reused: true };
+    const info = await commitInfo(o.objects, last.commit);
+    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { ref: last.ref, commit: last.commit, reused: true, embedded };
   }
-  const commit = await writeCommit(repo, { tree, parent: tip, message: o.message, what: `committing the saved work of ${o.slug}` });
+  const commit = await writeCommit(o.objects, { tree, parent: tip, message: o.message, what: `committing the saved work of ${o.slug}` });
   const ref = recoveryRef(o.slug, (last?.n ?? 0) + 1);
   // An all-zero old value means "create only": a recovery ref is never overwritten.
-  await raw(repo, ['update-ref', '-m', 'grove: save work', ref, commit, '0'.repeat(commit.length)], `writing ${ref}`);
-  return { ref, commit, reused: false };
+  await raw(o.objects, ['update-ref', '-m', 'grove: save work', ref, commit, '0'.repeat(commit.length)], `writing ${ref}`);
+  return { ref, commit, reused: false, embedded };
 }
 
 export interface PendingWork {
@@ -463,6 +627,8 @@ export interface PendingWork {
   total: number;
   /** Where saveWork would put it now: the newest recovery ref when it already holds this work, else the next one. */
   ref: string | null;
+  /** Embedded repositories a save would not include. */
+  embedded: string[];
 }
 
 const CHANGE_STATUS = { A: 'added', M: 'modified', D: 'deleted', T: 'type-changed' } as const;
@@ -471,16 +637,16 @@ const CHANGE_STATUS = { A: 'added', M: 'modified', D: 'deleted', T: 'type-change
  * What saveWork would save right now, without writing a ref: the same snapshot (so the answer matches the
  * teardown that follows), compared with parent. Like saveWork it never runs git inside the worktree, so
  * nothing the sandbox planted there is followed. The snapshot writes the changed files' blobs into the
- * object store (unreferenced until a teardown saves them; gc removes them otherwise). Call under the
- * repository lock.
+ * workspace's store (never the shared primary). Call under the repository lock.
  */
-export async function pendingWork(repo: string, o: { slug: string; worktree: string; parent: string | null; limit: number }): Promise<PendingWork> {
-  if (!existsSync(o.worktree)) return { files: [], total: 0, ref: null };
+export async function pendingWork(repo: string, o: { slug: string; objects: string; worktree: string; parent: string | null; limit: number }): Promise<PendingWork> {
+  if (!existsSync(o.worktree)) return { files: [], total: 0, ref: null, embedded: [] };
+  await openStore(repo, o.objects, o.slug);
   const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
-  const tree = await snapshotTree(repo, o.worktree, tip);
+  const { tree, embedded } = await snapshotTree({ repo, gitDir: o.objects, worktree: o.worktree, parent: tip });
   const out = tip
-    ? await raw(repo, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', tip, tree], 'listing the uncommitted changes')
-    : await raw(repo, ['ls-tree', '-r', '-z', '--name-only', tree], 'listing the uncommitted files');
+    ? await raw(o.objects, ['diff-tree', '-r', '-z', '--no-renames', '--name-status', tip, tree], 'listing the uncommitted changes')
+    : await raw(o.objects, ['ls-tree', '-r', '-z', '--name-only', tree], 'listing the uncommitted files');
   const parts = out.split('\0').filter((p) => p !== '');
   const files: PendingWork['files'] = [];
   let total = 0;
@@ -492,51 +658,55 @@ export async function pendingWork(repo: string, o: { slug: string; worktree: str
     total++;
     if (files.length < o.limit) files.push({ status, path });
   }
-  if (total === 0) return { files, total, ref: null };
-  const last = (await listRecoveryRefs(repo, o.slug)).at(-1);
+  if (total === 0) return { files, total, ref: null, embedded };
+  const last = (await listRecoveryRefs(repo, o.slug, o.objects)).at(-1);
   if (last) {
-    const info = await commitInfo(repo, last.commit);
-    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { files, total, ref: last.ref };
+    const info = await commitInfo(o.objects, last.commit);
+    if (info.tree === tree && (info.parents[0] ?? null) === tip) return { files, total, ref: last.ref, embedded };
   }
-  return { files, total, ref: recoveryRef(o.slug, (last?.n ?? 0) + 1) };
+  return { files, total, ref: recoveryRef(o.slug, (last?.n ?? 0) + 1), embedded };
 }
 
 export interface Checkpoint {
   /** The branch's new tip; null when the worktree held nothing beyond it (the branch did not move). */
   commit: string | null;
   files: string[];
+  /** Embedded repositories that were not committed (kept as the branch has them). */
+  embedded: string[];
 }
 
 /**
  * Commit the worktree's content (tracked changes, staged or not, and untracked files that are not ignored) onto
- * its branch, from the host, and make the result the worktree's index so the branch, the index and the files
- * agree. The branch moves only if it still points where it did (update-ref with the old value). Call under
- * the repository lock.
+ * its branch in the primary, from the host, and make the result the worktree's index (`indexPath`, given by the
+ * caller: host code never reads the worktree's `.git` to find it) so the branch, the index and the files agree.
+ * The index is staged in `scratch` (host-only, same filesystem), handed to `owner` through its descriptor and
+ * renamed into place: nothing is written, chowned or followed by path where the agent can write. The branch
+ * moves only if it still points where it did (update-ref with the old value). Call under the repository lock.
  */
 export async function checkpointWorktree(
   repo: string,
-  o: { worktree: string; branch: string; message: string; identity: CommitIdentity; owner?: { uid: number; gid: number } | null },
+  o: { worktree: string; branch: string; message: string; identity: CommitIdentity; indexPath: string; scratch: string; owner?: { uid: number; gid: number } | null },
 ): Promise<Checkpoint> {
-  const admin = await worktreeAdminDir(repo, o.worktree);
-  // The .git file is writable from the sandbox: it could name another workspace's admin dir, whose index we
-  // would then replace. That admin dir's gitdir (host-written, not writable from here) links back to its own
-  // worktree, so it must name ours.
-  const backLink = (await readFile(join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
-  if (!backLink || (await canonical(backLink)) !== (await canonical(resolve(o.worktree, '.git')))) {
-    throw new GroveError('git_failed', `${o.worktree}/.git does not name its own admin dir; stop and start the workspace to repair it`);
-  }
-  const staged = join(admin, `index.grove-${randomBytes(4).toString('hex')}`);
+  await mkdir(o.scratch, { recursive: true, mode: 0o700 });
+  const staged = join(o.scratch, `index-${randomBytes(8).toString('hex')}`);
   try {
     const ref = `refs/heads/${o.branch}`;
     const snap = await snapshotWorktree(repo, { worktree: o.worktree, parent: ref, indexOut: staged });
     if (!snap.tip) throw new GroveError('git_failed', `branch ${o.branch} does not exist`);
-    if (snap.unchanged) return { commit: null, files: [] };
+    if (snap.unchanged) return { commit: null, files: [], embedded: snap.embedded };
     const commit = await writeCommit(repo, { tree: snap.tree, parent: snap.tip, message: o.message, identity: o.identity, what: `committing a checkpoint on ${o.branch}` });
     await raw(repo, ['update-ref', '-m', 'grove: checkpoint', ref, commit, snap.tip], `moving ${o.branch} to the checkpoint`);
-    // rename replaces whatever is at index (a symlink an agent planted included) instead of writing through it.
-    if (o.owner) await chown(staged, o.owner.uid, o.owner.gid);
-    await rename(staged, join(admin, 'index'));
-    return { commit, files: await changedPaths(repo, snap.tip, snap.tree) };
+    if (o.owner) {
+      const fh = await open(staged, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+      try {
+        await fh.chown(o.owner.uid, o.owner.gid);
+      } finally {
+        await fh.close();
+      }
+    }
+    // rename replaces whatever is at indexPath (a symlink an agent planted included) instead of writing through it.
+    await rename(staged, o.indexPath);
+    return { commit, files: await changedPaths(repo, snap.tip, snap.tree), embedded: snap.embedded };
   } finally {
     await rm(staged, { force: true });
   }
@@ -546,12 +716,8 @@ export async function checkpointWorktree(
 
 /** The merge-base of two commits (the fork point), or null when they share no history. */
 export async function mergeBase(repo: string, a: string, b: string): Promise<string | null> {
-  try {
-    const out = (await git(repo).raw(['merge-base', a, b])).trim();
-    return /^[0-9a-f]{40,64}$/.test(out) ? out : null;
-  } catch {
-    return null;
-  }
+  const out = ((await rawOrNull(repo, ['merge-base', a, b])) ?? '').trim();
+  return /^[0-9a-f]{40,64}$/.test(out) ? out : null;
 }
 
 /** Commits on head not on base (ahead) and on base not on head (behind). */
@@ -596,44 +762,17 @@ export async function diffFiles(repo: string, from: string, to: string): Promise
 }
 
 /** The unified diff from a commit to a tree-ish, cut at maxBytes: git is stopped once that much has arrived. */
-export function diffPatch(repo: string, from: string, to: string, maxBytes: number): Promise<{ patch: string; truncated: boolean }> {
-  return new Promise((resolvePromise, reject) => {
-    const env: Record<string, string> = { PATH: CHILD_PATH, GIT_DIR: repo, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
-    const child = spawn('git', ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', 'diff', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', from, to, '--'], {
-      cwd: repo,
-      env: env as NodeJS.ProcessEnv,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let truncated = false;
-    let stderr = '';
-    child.stdout.on('data', (b: Buffer) => {
-      if (truncated) return;
-      chunks.push(b);
-      size += b.length;
-      if (size > maxBytes) {
-        truncated = true;
-        child.kill('SIGTERM');
-      }
-    });
-    child.stderr.on('data', (b: Buffer) => {
-      stderr += b.toString('utf8');
-    });
-    child.on('error', (e) => reject(gitFailed('reading the diff', e)));
-    child.on('close', (code) => {
-      if (code !== 0 && !truncated) {
-        reject(new GroveError('git_failed', `reading the diff: ${stderr.trim() || `git exited with ${code}`}`));
-        return;
-      }
-      const all = Buffer.concat(chunks);
-      // Cut at the last whole line within the cap, so the patch never ends mid-character.
-      let end = Math.min(all.length, maxBytes);
-      if (truncated) {
-        const nl = all.lastIndexOf(0x0a, end - 1);
-        if (nl >= 0) end = nl + 1;
-      }
-      resolvePromise({ patch: all.subarray(0, end).toString('utf8'), truncated });
-    });
-  });
+export async function diffPatch(gitDir: string, from: string, to: string, maxBytes: number): Promise<{ patch: string; truncated: boolean }> {
+  // No external diff or textconv: only git's own diff of the two trees.
+  const r = await execGit({ gitDir, args: ['diff', '--no-color', '--no-ext-diff', '--no-textconv', '--no-renames', from, to, '--'], maxBytes: maxBytes + 1 });
+  if (r.timedOut) throw new GroveError('git_failed', 'reading the diff: git did not finish in time');
+  if (r.code !== 0 && !r.overflow) throw new GroveError('git_failed', `reading the diff: ${r.stderr.trim() || `git exited with ${r.code}`}`);
+  const all = r.stdout;
+  // Cut at the last whole line within the cap, so the patch never ends mid-character.
+  let end = Math.min(all.length, maxBytes);
+  if (r.overflow) {
+    const nl = all.lastIndexOf(0x0a, end - 1);
+    end = nl >= 0 ? nl + 1 : 0;
+  }
+  return { patch: all.subarray(0, end).toString('utf8'), truncated: r.overflow };
 }

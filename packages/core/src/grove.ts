@@ -10,6 +10,7 @@ import {
   makeSlug,
   nameSchema,
   parseOrThrow,
+  parseRecoveryRef,
   parseSlug,
   recoveryRefPrefix,
   restoreRequestSchema,
@@ -38,6 +39,8 @@ import {
   commitsBeyond,
   deleteBranchIfEmpty,
   ensureWorktree,
+  exportCommit,
+  restoreRef,
   freshBranch,
   isBareRepo,
   listRecoveryRefs,
@@ -449,7 +452,9 @@ class GroveImpl implements Grove {
     // A config edited into something invalid since the project was added is refused before a slot is taken.
     await readProjectConfig(this.paths.projectConfig(project));
     // A pull request's head is fetched when the fork runs (runCreate); until then the base names where it will be.
-    const baseRef = pullRequest ? pullHeadRef(pullRequest) : (from ?? proj.defaultBranch);
+    // Saved work (a recovery ref) lives in its workspace's private store: copied into the primary first.
+    const saved = from ? parseRecoveryRef(from) : null;
+    const baseRef = pullRequest ? pullHeadRef(pullRequest) : saved ? await this.savedWorkBase(project, saved) : (from ?? proj.defaultBranch);
     return this.create({ project: proj, name, isDefault: false, baseRef, wait: opts.wait ?? true, queue: queue ?? false, keepCheckoutOnClose });
   }
 
@@ -592,7 +597,7 @@ class GroveImpl implements Grove {
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
-        await clearSnapshots({ repo, slug });
+        await clearSnapshots({ repo, objects: this.paths.workspaceObjects(slug), slug });
         await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
         // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
         const refused = await copyWritable(await this.currentOverlay(project), path, canChown() ? OWNER : null);
@@ -915,7 +920,7 @@ class GroveImpl implements Grove {
     const worktree = this.paths.worktree(row.project, row.name);
     // Under the repository lock, like the save itself: the snapshot's temporary index and objects stay out of a git write's way.
     const pending = await this.lock.withLock(row.project, () =>
-      pendingWork(repo, { slug, worktree, parent: `refs/heads/${row.branch}`, limit: TEARDOWN_PREVIEW_MAX_FILES }),
+      pendingWork(repo, { slug, objects: this.paths.workspaceObjects(slug), worktree, parent: `refs/heads/${row.branch}`, limit: TEARDOWN_PREVIEW_MAX_FILES }),
     );
     return {
       slug,
@@ -940,6 +945,7 @@ class GroveImpl implements Grove {
     const parent = w.parent !== undefined ? w.parent : w.branch ? `refs/heads/${w.branch}` : null;
     const saved = await saveWork(this.paths.repo(w.project), {
       slug: w.slug,
+      objects: this.paths.workspaceObjects(w.slug),
       worktree: this.paths.worktree(w.project, w.name),
       parent,
       message: `grove: uncommitted work of ${w.slug}, saved before ${reason}\n\nRestore it as a new workspace: POST /api/workspaces/${w.slug}/restore {"name": "..."}\n`,
@@ -1010,7 +1016,7 @@ class GroveImpl implements Grove {
     validSlug(slug);
     const { project } = parseSlug(slug);
     await this.requireProject(project);
-    return this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
+    return this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug, this.paths.workspaceObjects(slug)));
   }
 
   async restore(slug: string, req: RestoreRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
@@ -1020,7 +1026,7 @@ class GroveImpl implements Grove {
     req = parseOrThrow(restoreRequestSchema, req, { what: 'restore request' });
     const { project } = parseSlug(slug);
     await this.requireProject(project);
-    const saved = await this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug));
+    const saved = await this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug, this.paths.workspaceObjects(slug)));
     const pick: RecoveryRefEntry | undefined = req.n === undefined ? saved.at(-1) : saved.find((r) => r.n === req.n);
     if (!pick) {
       const which = req.n === undefined ? 'no saved work' : `no saved work number ${req.n}`;
@@ -1028,8 +1034,27 @@ class GroveImpl implements Grove {
         details: { slug, saved: saved.map((r) => r.n) },
       });
     }
-    // The fork's base is the ref (readable in events and the row); it is never moved, so it keeps naming this commit.
     return this.fork({ project, name: req.name, from: pick.ref }, opts);
+  }
+
+  /**
+   * The base of a fork from saved work: the recovery commit (in the saved workspace's private store) copied into
+   * the primary under refs/grove-restore/<project>/<name>/<n>, since the new branch starts there and is shared
+   * work from then on. That ref is never moved, so it keeps naming this commit (readable in events and the row).
+   */
+  private async savedWorkBase(project: string, saved: { slug: string; n: number }): Promise<string> {
+    if (parseSlug(saved.slug).project !== project) {
+      throw new GroveError('invalid_input', `saved work of "${saved.slug}" belongs to another project than "${project}"`, { details: { slug: saved.slug, project } });
+    }
+    const repo = this.paths.repo(project);
+    const objects = this.paths.workspaceObjects(saved.slug);
+    return this.lock.withLock(project, async () => {
+      const pick = (await listRecoveryRefs(repo, saved.slug, objects)).find((r) => r.n === saved.n);
+      if (!pick) throw new GroveError('not_found', `workspace "${saved.slug}" has no saved work number ${saved.n}`, { details: { slug: saved.slug, n: saved.n } });
+      const ref = restoreRef(saved.slug, saved.n);
+      await exportCommit(repo, objects, { commit: pick.commit, ref });
+      return ref;
+    });
   }
 
   // ---- git flow: checkpoints, diff, publish (docs/git-flow.md) ----
@@ -1140,7 +1165,7 @@ class GroveImpl implements Grove {
     return this.slugs.run(slug, () => this.guard.undo(slug));
   }
 
-  // Reading turns needs only the bare repository's refs and the audit events: no container, no lock (git reads refs atomically).
+  // Reading turns needs only the workspace store's refs and the audit events: no container.
   async turns(slug: string): Promise<TurnSummary[]> {
     validSlug(slug);
     const row = await this.store.live(slug);
@@ -1152,14 +1177,15 @@ class GroveImpl implements Grove {
       if (page.length < 1000) break;
       after = page.at(-1)?.id ?? after;
     }
-    return listTurns({ repo: this.paths.repo(row.project), slug }, reverts);
+    // Under the lock: the first read of a store moves an older Grove's refs into it.
+    return this.lock.withLock(row.project, () => listTurns({ repo: this.paths.repo(row.project), objects: this.paths.workspaceObjects(slug), slug }, reverts));
   }
 
   async turnDiff(slug: string, n: number): Promise<TurnDiffResponse> {
     validSlug(slug);
     const row = await this.store.live(slug);
     if (!row) throw notFound(slug);
-    return turnDiff({ repo: this.paths.repo(row.project), slug }, n);
+    return this.lock.withLock(row.project, () => turnDiff({ repo: this.paths.repo(row.project), objects: this.paths.workspaceObjects(slug), slug }, n));
   }
 
   // ---- reconcile ----

@@ -53,8 +53,11 @@ async function open(): Promise<Grove> {
 
 const repo = () => join(home, 'repos', 'demo');
 const wt = (name: string) => join(home, 'worktrees', 'demo', name);
-const treeOf = (ref: string) => git(repo(), 'ls-tree', '-r', '--name-only', ref).split('\n');
-const contentAt = (ref: string, path: string) => git(repo(), 'show', `${ref}:${path}`);
+const store = (slug: string) => join(home, 'objects', `${slug}.git`);
+/** Workspace refs (turns, saved work) live in the workspace's store, branches in the primary. */
+const dirOf = (ref: string) => (ref.startsWith('refs/grove/') ? store('demo~w') : repo());
+const treeOf = (ref: string) => git(dirOf(ref), 'ls-tree', '-r', '--name-only', ref).split('\n');
+const contentAt = (ref: string, path: string) => git(dirOf(ref), 'show', `${ref}:${path}`);
 /** Files of ref holding SECRET (git grep exits 1 when none does). */
 function secretsIn(dir: string, ref: string): string {
   try {
@@ -107,7 +110,7 @@ describe('overlay files', () => {
     writeFileSync(join(wt('w'), '.mcp.json'), readFileSync(join(dir, '.mcp.json')));
     writeFileSync(join(wt('w'), '.claude', 'settings.local.json'), readFileSync(join(dir, '.claude', 'settings.local.json')));
 
-    const turn = await recordSnapshot({ repo: repo(), worktree: wt('w'), slug: 'demo~w', branch: 'grove/w' }, { n: 1, turn: 't1' });
+    const turn = await recordSnapshot({ repo: repo(), objects: store('demo~w'), worktree: wt('w'), slug: 'demo~w', branch: 'grove/w' }, { n: 1, turn: 't1' });
     expect(turn?.files).toEqual(['app.txt']);
 
     const cp = await g.checkpoint('demo~w', { message: 'work' });
@@ -118,7 +121,7 @@ describe('overlay files', () => {
 
     writeFileSync(join(wt('w'), 'late.txt'), 'late\n');
     await g.teardown('demo~w');
-    const recovery = git(repo(), 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~w'));
+    const recovery = git(store('demo~w'), 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~w'));
     expect(recovery).not.toBe('');
 
     for (const ref of [turnRef('demo~w', 1), 'refs/heads/grove/w', recovery]) {
@@ -128,7 +131,7 @@ describe('overlay files', () => {
       // The tracked ones are as the repository has them, never the overlay's version.
       expect(contentAt(ref, '.mcp.json'), ref).toBe('{"mcpServers":{}}');
       expect(contentAt(ref, '.claude/settings.json'), ref).toBe('{"team":true}');
-      expect(secretsIn(repo(), ref), ref).toBe('');
+      expect(secretsIn(dirOf(ref), ref), ref).toBe('');
     }
     expect(treeOf(recovery)).toContain('late.txt');
 

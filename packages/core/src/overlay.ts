@@ -1,10 +1,10 @@
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { chown, lstat, mkdir, open, readdir, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { DEFAULT_OVERLAY_FILES, OVERLAY_MAX_BYTES, overlayPathProblem } from '@grove/contracts';
 import type { ProjectConfig } from '@grove/contracts';
+import { execGit } from './git-exec.ts';
 
 /**
  * The config-parity overlay (docs/git-flow.md): the user's local files a workspace needs but git does not carry.
@@ -70,11 +70,9 @@ async function candidates(root: string, glob: string): Promise<string[]> {
 }
 
 /** git against the bare clone with no user or system config; '' when it fails (a path HEAD does not have). */
-function gitIn(repo: string, args: string[]): Promise<string> {
-  const env: Record<string, string> = { PATH: '/usr/local/bin:/usr/bin:/bin', GIT_DIR: repo, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null' };
-  return new Promise((resolvePromise) => {
-    execFile('git', ['-c', 'safe.directory=*', ...args], { cwd: repo, env: env as NodeJS.ProcessEnv, encoding: 'utf8' }, (err, stdout) => resolvePromise(err ? '' : stdout.trim()));
-  });
+async function gitIn(repo: string, args: string[]): Promise<string> {
+  const r = await execGit({ gitDir: repo, args }).catch(() => null);
+  return r && r.code === 0 && !r.timedOut && !r.overflow ? r.stdout.toString('utf8').trim() : '';
 }
 
 /** The blob id git would give content, in the repository's object format. */

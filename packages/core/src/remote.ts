@@ -1,28 +1,22 @@
-import { execFile } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GroveError } from '@grove/contracts';
+import { execGit } from './git-exec.ts';
 
 /**
- * git against remotes (clone, fetch, push, ls-remote), hardened: no prompts, no credential helpers, no global or
- * system config (whose url.insteadOf or helpers could redirect or prompt), only the file, http(s) and ssh
- * transports (never ext:: or fd::), ssh in batch mode, hooks off. Positional arguments come after "--" where
- * git accepts it; sources are validated by projectSourceSchema before they get here.
+ * git against remotes (clone, fetch, push, ls-remote), through git-exec.ts like every host git call (fresh
+ * environment, explicit GIT_DIR, no global or system config whose url.insteadOf or helpers could redirect or
+ * prompt, hooks and fsmonitor off, a deadline), plus: only the file, http(s) and ssh transports (never ext:: or
+ * fd::; git-exec's protocol.allow=never stays the default), ssh in batch mode, and the server user's HOME so ssh
+ * finds its keys. Positional arguments come after "--" where git accepts it; sources are validated by
+ * projectSourceSchema before they get here.
  */
 
-// Passed through to git children that get an explicit environment; not configuration, so not in an env.ts.
-// eslint-disable-next-line no-restricted-properties
-const { PATH: CHILD_PATH = '/usr/local/bin:/usr/bin:/bin', HOME: CHILD_HOME } = process.env;
-
-const HARDENING = [
-  '-c', 'safe.directory=*',
-  '-c', 'core.hooksPath=/dev/null',
-  '-c', 'credential.helper=',
-  '-c', 'protocol.allow=never',
-  '-c', 'protocol.file.allow=always',
-  '-c', 'protocol.http.allow=always',
-  '-c', 'protocol.https.allow=always',
-  '-c', 'protocol.ssh.allow=always',
+const TRANSPORTS: ReadonlyArray<readonly [string, string]> = [
+  ['protocol.file.allow', 'always'],
+  ['protocol.http.allow', 'always'],
+  ['protocol.https.allow', 'always'],
+  ['protocol.ssh.allow', 'always'],
 ];
 
 export type RemoteFailure = 'unreachable' | 'auth' | 'not_a_repository' | 'non_fast_forward' | 'remote_rejected' | 'other';
@@ -53,8 +47,11 @@ export function classifyRemoteFailure(stderr: string): RemoteFailure {
 }
 
 export interface RemoteGitOptions {
-  cwd: string;
-  /** Extra variables, e.g. GIT_DIR, or a GIT_CONFIG_* header for one push; never logged. */
+  /** The repository (GIT_DIR); for a clone, the destination, which clone creates. */
+  gitDir: string;
+  /** cwd when gitDir does not exist yet (a clone): its host-only parent. */
+  cwd?: string;
+  /** Extra variables, e.g. a GIT_CONFIG_* header for one push; never logged. */
   env?: Record<string, string>;
   timeoutMs?: number;
   /** Strings to blank out of any error text (a token that might be echoed). */
@@ -83,33 +80,23 @@ function scrub(text: string, redact: string[] = []): string {
 }
 
 /** Run git for a remote operation; rejects with RemoteGitError (classified) on failure. */
-export function remoteGit(args: string[], o: RemoteGitOptions): Promise<{ stdout: string; stderr: string }> {
-  const env: Record<string, string> = {
-    PATH: CHILD_PATH,
-    GIT_TERMINAL_PROMPT: '0',
-    GIT_CONFIG_NOSYSTEM: '1',
-    GIT_CONFIG_GLOBAL: '/dev/null',
+export async function remoteGit(args: string[], o: RemoteGitOptions): Promise<{ stdout: string; stderr: string }> {
+  const timeoutMs = o.timeoutMs ?? 120_000;
+  const r = await execGit({
+    gitDir: o.gitDir,
+    cwd: o.cwd,
+    args,
+    config: TRANSPORTS,
     // ssh reads keys and known_hosts from HOME unless the server's GROVE_GIT_SSH_COMMAND says otherwise.
-    GIT_SSH_COMMAND: gitSshCommand(o.sshCommand),
-    ...(CHILD_HOME ? { HOME: CHILD_HOME } : {}),
-    ...o.env,
-  };
-  return new Promise((resolvePromise, reject) => {
-    execFile(
-      'git',
-      [...HARDENING, ...args],
-      { cwd: o.cwd, env: env as NodeJS.ProcessEnv, timeout: o.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' },
-      (err, stdout, stderr) => {
-        if (!err) {
-          resolvePromise({ stdout, stderr });
-          return;
-        }
-        const killed = (err as { killed?: boolean }).killed === true;
-        const text = scrub(`${stderr}\n${stdout}`.trim() || err.message, o.redact);
-        reject(new RemoteGitError(killed ? `timed out after ${o.timeoutMs ?? 120_000} ms` : text, killed ? 'unreachable' : classifyRemoteFailure(text), text));
-      },
-    );
+    home: 'user',
+    env: { GIT_SSH_COMMAND: gitSshCommand(o.sshCommand), ...o.env },
+    timeoutMs,
   });
+  const stdout = r.stdout.toString('utf8');
+  if (r.code === 0 && !r.timedOut && !r.overflow) return { stdout, stderr: r.stderr };
+  const text = scrub(`${r.stderr}\n${stdout}`.trim() || `git exited with ${r.code}`, o.redact);
+  if (r.timedOut) throw new RemoteGitError(`timed out after ${timeoutMs} ms`, 'unreachable', text);
+  throw new RemoteGitError(text, classifyRemoteFailure(text), text);
 }
 
 const CLONE_HINT: Record<RemoteFailure, string> = {
@@ -128,7 +115,7 @@ const CLONE_HINT: Record<RemoteFailure, string> = {
 export async function cloneBareFrom(source: string, dest: string, opts: { timeoutMs?: number; sshCommand?: string | null } = {}): Promise<void> {
   await mkdir(dirname(dest), { recursive: true });
   try {
-    await remoteGit(['clone', '--bare', '--quiet', '--', source, dest], { cwd: dirname(dest), timeoutMs: opts.timeoutMs ?? 600_000, sshCommand: opts.sshCommand });
+    await remoteGit(['clone', '--bare', '--quiet', '--', source, dest], { gitDir: dest, cwd: dirname(dest), timeoutMs: opts.timeoutMs ?? 600_000, sshCommand: opts.sshCommand });
   } catch (e) {
     await rm(dest, { recursive: true, force: true });
     if (!(e instanceof RemoteGitError)) throw e;
@@ -147,7 +134,7 @@ export const MIRROR_REFSPECS = ['+refs/heads/*:refs/heads/*', '^refs/heads/grove
 
 /** git fetch --prune of origin into the bare primary clone. Call under the repository lock. */
 export async function fetchPrune(repo: string, opts: { timeoutMs?: number; sshCommand?: string | null } = {}): Promise<void> {
-  await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000, sshCommand: opts.sshCommand });
+  await remoteGit(['fetch', '--prune', '--quiet', 'origin', ...MIRROR_REFSPECS], { gitDir: repo, timeoutMs: opts.timeoutMs ?? 60_000, sshCommand: opts.sshCommand });
 }
 
 /** Where a pull request's head is kept in the primary clone: Grove's own namespace, outside refs/heads (never pushed, never pruned). */
@@ -166,13 +153,13 @@ export function pullOfRef(ref: string): number | null {
  * pullHeadRef(n). Call under the repository lock.
  */
 export async function fetchPullHead(repo: string, n: number, opts: { timeoutMs?: number } = {}): Promise<void> {
-  await remoteGit(['fetch', '--quiet', '--no-tags', 'origin', `+refs/pull/${n}/head:${pullHeadRef(n)}`], { cwd: repo, env: { GIT_DIR: repo }, timeoutMs: opts.timeoutMs ?? 60_000 });
+  await remoteGit(['fetch', '--quiet', '--no-tags', 'origin', `+refs/pull/${n}/head:${pullHeadRef(n)}`], { gitDir: repo, timeoutMs: opts.timeoutMs ?? 60_000 });
 }
 
 /** The URL of origin in the primary clone, or null when it has none. */
 export async function originUrl(repo: string): Promise<string | null> {
   try {
-    const { stdout } = await remoteGit(['config', '--get', 'remote.origin.url'], { cwd: repo, env: { GIT_DIR: repo } });
+    const { stdout } = await remoteGit(['config', '--get', 'remote.origin.url'], { gitDir: repo });
     return stdout.trim() || null;
   } catch {
     return null;
@@ -206,9 +193,9 @@ export interface PushResult {
  * http(s) remotes, passed through GIT_CONFIG_* variables so it is in no config file, argv or URL.
  */
 export async function pushBranch(repo: string, branch: string, opts: { header?: string; redact?: string[]; sshCommand?: string | null } = {}): Promise<PushResult> {
-  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
+  const env: Record<string, string> = headerEnv(opts.header);
   const ref = `refs/heads/${branch}`;
-  const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 300_000, sshCommand: opts.sshCommand });
+  const { stdout } = await remoteGit(['push', '--porcelain', 'origin', `${ref}:${ref}`], { gitDir: repo, env, redact: opts.redact, timeoutMs: 300_000, sshCommand: opts.sshCommand });
   // Porcelain lines: "<flag>\t<from>:<to>\t<summary>"; * new ref, = up to date, space fast-forward.
   const line = stdout.split('\n').find((l) => l.includes(`\t${ref}:${ref}\t`)) ?? '';
   return { created: line.startsWith('*'), upToDate: line.startsWith('=') };
@@ -219,7 +206,7 @@ export async function pushBranch(repo: string, branch: string, opts: { header?: 
  * and nothing anyone pushed since.
  */
 export async function deleteRemoteBranch(repo: string, branch: string, commit: string, opts: { header?: string; redact?: string[]; sshCommand?: string | null } = {}): Promise<void> {
-  const env: Record<string, string> = { GIT_DIR: repo, ...headerEnv(opts.header) };
+  const env: Record<string, string> = headerEnv(opts.header);
   const ref = `refs/heads/${branch}`;
-  await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { cwd: repo, env, redact: opts.redact, timeoutMs: 120_000, sshCommand: opts.sshCommand });
+  await remoteGit(['push', '--porcelain', `--force-with-lease=${ref}:${commit}`, 'origin', `:${ref}`], { gitDir: repo, env, redact: opts.redact, timeoutMs: 120_000, sshCommand: opts.sshCommand });
 }

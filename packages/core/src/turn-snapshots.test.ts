@@ -27,7 +27,7 @@ async function freshWorktree(): Promise<void> {
   const name = `w${counter}`;
   const worktree = join(tmp, 'worktrees', name);
   await ensureWorktree(repo, { path: worktree, branch: `grove/${name}`, base: 'main' });
-  ctx = { repo, worktree, slug: `demo~${name}`, branch: `grove/${name}` };
+  ctx = { repo, objects: join(tmp, 'objects', `demo~${name}.git`), worktree, slug: `demo~${name}`, branch: `grove/${name}` };
 }
 
 const read = (rel: string) => readFileSync(join(ctx.worktree, rel), 'utf8');
@@ -139,7 +139,10 @@ describe('snapshots and undo', () => {
     const s3 = await recordSnapshot(ctx, { n: 3, turn: 'turn-3' });
     expect(s3?.files.sort()).toEqual(['a.txt', 'app.txt', 'dir/b.txt']);
     expect(git(repo, 'rev-parse', `refs/heads/${ctx.branch}`)).toBe(tip);
-    expect(git(repo, 'rev-parse', `${s3?.commit ?? ''}^1`)).toBe(s1?.commit);
+    expect(git(ctx.objects, 'rev-parse', `${s3?.commit ?? ''}^1`)).toBe(s1?.commit);
+    // The snapshots are the workspace's own: the primary every sandbox of the project mounts has neither ref nor object.
+    expect(git(repo, 'for-each-ref', 'refs/grove/')).toBe('');
+    expect(() => git(repo, 'cat-file', '-e', s3?.commit ?? '')).toThrow();
     expect((await listSnapshots(ctx)).map((s) => s.n)).toEqual([3, 1]);
 
     const u1 = await undoLast(ctx);
@@ -154,7 +157,7 @@ describe('snapshots and undo', () => {
     expect(status()).toEqual([]);
     expect(await undoLast(ctx)).toBeNull();
     // Nothing is lost: the undone snapshots are kept.
-    expect(git(repo, 'rev-parse', `refs/grove/demo+${ctx.slug.split('~')[1]}/undone/3`)).toBe(s3?.commit);
+    expect(git(ctx.objects, 'rev-parse', `refs/grove/demo+${ctx.slug.split('~')[1]}/undone/3`)).toBe(s3?.commit);
   });
 
   it('keeps what changed after the snapshot when undoing, and the next turn builds on the restored state', async () => {
@@ -163,9 +166,9 @@ describe('snapshots and undo', () => {
     write('late.txt', 'written after the snapshot\n');
     const undo = await undoLast(ctx);
     expect(existsSync(join(ctx.worktree, 'late.txt'))).toBe(false);
-    const kept = git(repo, 'rev-parse', undo?.ref ?? '');
+    const kept = git(ctx.objects, 'rev-parse', undo?.ref ?? '');
     expect(kept).not.toBe(s1?.commit);
-    expect(git(repo, 'show', `${kept}:late.txt`)).toBe('written after the snapshot');
+    expect(git(ctx.objects, 'show', `${kept}:late.txt`)).toBe('written after the snapshot');
     write('c.txt', 'c\n');
     const s2 = await recordSnapshot(ctx, { n: 2, turn: 'turn-2' });
     expect(s2?.files).toEqual(['c.txt']);
@@ -176,7 +179,7 @@ describe('snapshots and undo', () => {
     await recordSnapshot(ctx, { n: 1, turn: 'turn-1' });
     await undoLast(ctx);
     await clearSnapshots(ctx);
-    expect(git(repo, 'for-each-ref', `refs/grove/demo+${ctx.slug.split('~')[1]}/`)).toBe('');
+    expect(git(ctx.objects, 'for-each-ref', `refs/grove/demo+${ctx.slug.split('~')[1]}/`)).toBe('');
   });
 });
 

@@ -1,30 +1,34 @@
-import { execFile } from 'node:child_process';
 import { lchown, lstat, mkdtemp, readdir, realpath, rm, rmdir, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { GroveError } from '@grove/contracts';
 import type { TurnDiffResponse, TurnFile, TurnSummary } from '@grove/contracts';
-import { dropOverlayEntries, snapshotTree } from './git.ts';
+import { openStore, slugRefBase, snapshotTree, stageWorktree } from './git.ts';
+import { execGit, gitText } from './git-exec.ts';
 import { PathPolicy } from './path-globs.ts';
 
 /**
  * The host's after-turn guardrails and the per-turn snapshots behind undo (docs/agents.md).
  *
- * Every git call here runs with GIT_DIR = the bare repository (host-owned; the sandbox mounts it
- * read-only), GIT_WORK_TREE = the worktree and a throwaway index, and without global or system
- * config and hooks. The worktree's own `.git` file, index and admin dir are writable from the
- * sandbox, so host git never reads them: an agent could otherwise plant a config that runs a
- * command as the host user, or an index whose stat data hides a change.
+ * Every git call here goes through git-exec.ts with GIT_DIR = the workspace's own object store
+ * (paths.workspaceObjects: host-only, never mounted; its alternates borrow the primary's objects),
+ * GIT_WORK_TREE = the worktree and a throwaway index. The worktree's own `.git` file, index and
+ * admin dir are writable from the sandbox, so host git never reads them: an agent could otherwise
+ * plant a config that runs a command as the host user, or an index whose stat data hides a change.
+ * Snapshots live in the store, not in the primary every sandbox of the project mounts, so another
+ * workspace can read neither their refs nor their objects.
  *
- * Refs (the slug's "~" is "+" in ref names, as for the teardown refs):
+ * Refs, in the store (the slug's "~" is "+" in ref names, as for the teardown refs):
  *   refs/grove/<slug>/turns/<n>   the worktree after turn n; its parent is the worktree before it
  *   refs/grove/<slug>/worktree    the last state recorded (after a snapshot or an undo)
  *   refs/grove/<slug>/undone/<n>  a snapshot that was undone (kept, so nothing is ever lost)
  */
 
 export interface WorktreeContext {
-  /** The bare repository: the common git dir. */
+  /** The bare primary repository: the common git dir (branches). */
   repo: string;
+  /** The workspace's private object store (paths.workspaceObjects): snapshots, refs. */
+  objects: string;
   worktree: string;
   slug: string;
   /** The workspace's branch, e.g. grove/feature (without refs/heads/). */
@@ -50,6 +54,8 @@ export interface Snapshot {
   commit: string;
   /** Paths that differ from the state before the turn. */
   files: string[];
+  /** Embedded repositories kept as they were, never entered (so not in the snapshot). */
+  embedded: string[];
 }
 
 export interface UndoResult {
@@ -64,40 +70,16 @@ export interface UndoResult {
 }
 
 const IDENTITY = { GIT_AUTHOR_NAME: 'Grove', GIT_AUTHOR_EMAIL: 'grove@localhost', GIT_COMMITTER_NAME: 'Grove', GIT_COMMITTER_EMAIL: 'grove@localhost' };
-// Passed to git children that get an explicit environment; not configuration, so not in an env.ts.
-// eslint-disable-next-line no-restricted-properties
-const CHILD_PATH = process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin';
 const ZERO = '0'.repeat(40);
 
 export function refBase(slug: string): string {
-  return `refs/grove/${slug.replace('~', '+')}`;
+  return slugRefBase(slug);
 }
 export const turnRef = (slug: string, n: number) => `${refBase(slug)}/turns/${n}`;
 const stateRef = (slug: string) => `${refBase(slug)}/worktree`;
 const undoneRef = (slug: string, n: number) => `${refBase(slug)}/undone/${n}`;
 
-/** git with exactly this environment; rejects with git_failed naming what was attempted. */
-function git(args: string[], o: { cwd: string; env: Record<string, string>; input?: string; what: string }): Promise<string> {
-  return new Promise((resolvePromise, reject) => {
-    const child = execFile(
-      'git',
-      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', '-c', 'core.fsmonitor=false', ...args],
-      {
-        cwd: o.cwd,
-        // Exactly these variables (Next's types, in the root typecheck, make NODE_ENV required on ProcessEnv).
-        env: { PATH: CHILD_PATH, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', ...IDENTITY, ...o.env } as Record<string, string> as NodeJS.ProcessEnv,
-        maxBuffer: 256 * 1024 * 1024,
-        timeout: 600_000,
-        encoding: 'utf8',
-      },
-      (err, stdout, stderr) => {
-        if (err) reject(new GroveError('git_failed', `${o.what}: ${(stderr || err.message).trim()}`, { cause: err }));
-        else resolvePromise(stdout);
-      },
-    );
-    if (o.input !== undefined) child.stdin?.end(o.input);
-  });
-}
+type StoreContext = Pick<WorktreeContext, 'repo' | 'objects' | 'slug'>;
 
 /**
  * A throwaway index over the worktree, in a host-only temp dir. Snapshots use git.ts's snapshotTree;
@@ -113,21 +95,31 @@ class TempIndex {
     return new TempIndex(ctx, await mkdtemp(join(tmpdir(), 'grove-turn-')));
   }
 
+  private get indexFile(): string {
+    return join(this.dir, 'index');
+  }
+
   run(args: string[], what: string, input?: string): Promise<string> {
-    return git(args, {
-      cwd: this.ctx.worktree,
+    return gitText({
+      gitDir: this.ctx.objects,
+      workTree: this.ctx.worktree,
+      indexFile: this.indexFile,
+      args,
       what,
       input,
-      env: { GIT_DIR: this.ctx.repo, GIT_WORK_TREE: this.ctx.worktree, GIT_INDEX_FILE: join(this.dir, 'index'), GIT_LITERAL_PATHSPECS: '1' },
+      timeoutMs: 600_000,
+      // Paths come from git's own listings: each is itself, never a glob.
+      env: { GIT_LITERAL_PATHSPECS: '1' },
     });
   }
 
-  /** The worktree as a tree (changes and untracked files that are not ignored), and what differs from base. */
+  /**
+   * The worktree as a tree (changes and untracked files that are not ignored), and what differs from base.
+   * The same staging as every snapshot (git.ts, stageWorktree): embedded repositories are never entered, and
+   * overlay files (the user's, not the turn's) are never reverted, undone or snapshotted.
+   */
   async scan(base: string): Promise<{ tree: string; changes: Change[] }> {
-    await this.run(['read-tree', base], 'reading the base tree');
-    await this.run(['add', '--all', '--', '.'], 'reading the worktree');
-    // Overlay files are the user's, not the turn's: never reverted, undone or snapshotted.
-    await dropOverlayEntries((args) => this.run(args, 'leaving out the overlay files'), this.ctx.repo, base);
+    await stageWorktree({ repo: this.ctx.repo, gitDir: this.ctx.objects, worktree: this.ctx.worktree, indexFile: this.indexFile, parent: base });
     const tree = (await this.run(['write-tree'], 'writing the worktree tree')).trim();
     const out = await this.run(['diff-index', '--cached', '--no-renames', '--name-status', '-z', base], 'listing changes');
     return { tree, changes: parseNameStatus(out) };
@@ -165,12 +157,12 @@ export function parseNameStatus(out: string): Change[] {
   return changes;
 }
 
-/** Runs in the bare repository (refs, objects), never in the worktree. */
-function repoGit(ctx: { repo: string }, args: string[], what: string, input?: string): Promise<string> {
-  return git(args, { cwd: ctx.repo, what, input, env: { GIT_DIR: ctx.repo } });
+/** Runs in the workspace's store (refs, objects), never in the worktree. */
+function repoGit(ctx: Pick<WorktreeContext, 'objects'>, args: string[], what: string, input?: string): Promise<string> {
+  return gitText({ gitDir: ctx.objects, args, what, input, env: IDENTITY });
 }
 
-async function resolveRef(ctx: WorktreeContext, ref: string): Promise<string | null> {
+async function resolveRef(ctx: Pick<WorktreeContext, 'objects'>, ref: string): Promise<string | null> {
   const out = await repoGit(ctx, ['for-each-ref', '--format=%(objectname)', ref], `resolving ${ref}`);
   return out.trim().split('\n')[0] || null;
 }
@@ -179,8 +171,9 @@ async function treeOf(ctx: WorktreeContext, commit: string): Promise<string> {
   return (await repoGit(ctx, ['rev-parse', `${commit}^{tree}`], `reading the tree of ${commit}`)).trim();
 }
 
+/** The branch lives in the primary (its objects are the store's too, through alternates). */
 async function branchCommit(ctx: WorktreeContext): Promise<string> {
-  const sha = await resolveRef(ctx, `refs/heads/${ctx.branch}`);
+  const sha = await resolveRef({ objects: ctx.repo }, `refs/heads/${ctx.branch}`);
   if (!sha) throw new GroveError('git_failed', `branch ${ctx.branch} of ${ctx.slug} does not exist`);
   return sha;
 }
@@ -193,6 +186,7 @@ async function branchCommit(ctx: WorktreeContext): Promise<string> {
 export async function revertOutsideAllowed(ctx: WorktreeContext, allowed: readonly string[] | undefined): Promise<RevertedPath[]> {
   const policy = new PathPolicy(allowed);
   if (!policy.restricted) return [];
+  await openStore(ctx.repo, ctx.objects, ctx.slug);
   const base = await branchCommit(ctx);
   const reverted: RevertedPath[] = [];
   for (let pass = 0; pass < 3; pass++) {
@@ -216,9 +210,10 @@ export async function revertOutsideAllowed(ctx: WorktreeContext, allowed: readon
  * the state before the turn. Null when the turn changed nothing. The branch never moves.
  */
 export async function recordSnapshot(ctx: WorktreeContext, o: { n: number; turn: string }): Promise<Snapshot | null> {
+  await openStore(ctx.repo, ctx.objects, ctx.slug);
   const prev = (await resolveRef(ctx, stateRef(ctx.slug))) ?? (await branchCommit(ctx));
-  // The same throwaway-index tree the teardown recovery refs use.
-  const tree = await snapshotTree(ctx.repo, ctx.worktree, prev);
+  // The same throwaway-index tree the teardown recovery refs use, written into the store.
+  const { tree, embedded } = await snapshotTree({ repo: ctx.repo, gitDir: ctx.objects, worktree: ctx.worktree, parent: prev });
   if (tree === (await treeOf(ctx, prev))) return null;
   const changes = parseNameStatus(await repoGit(ctx, ['diff-tree', '-r', '--no-renames', '--name-status', '-z', prev, tree], 'listing the turn\'s changes'));
   const commit = (await repoGit(ctx, ['commit-tree', tree, '-p', prev, '-m', `grove: ${ctx.slug} after ${o.turn}`], 'recording the snapshot')).trim();
@@ -228,11 +223,12 @@ export async function recordSnapshot(ctx: WorktreeContext, o: { n: number; turn:
     if ((await resolveRef(ctx, ref)) === null) throw err;
   });
   await repoGit(ctx, ['update-ref', '-m', `grove: after ${o.turn}`, stateRef(ctx.slug), commit], 'moving the worktree state ref');
-  return { n: o.n, ref, commit, files: changes.map((c) => c.path) };
+  return { n: o.n, ref, commit, files: changes.map((c) => c.path), embedded };
 }
 
 /** The snapshots still on the undo stack, newest first. */
 export async function listSnapshots(ctx: WorktreeContext): Promise<Array<{ n: number; commit: string }>> {
+  await openStore(ctx.repo, ctx.objects, ctx.slug);
   const prefix = `${refBase(ctx.slug)}/turns/`;
   const out = await repoGit(ctx, ['for-each-ref', '--format=%(refname) %(objectname)', prefix], 'listing snapshots');
   const entries: Array<{ n: number; commit: string }> = [];
@@ -318,7 +314,8 @@ export const DIFF_LIMIT_BYTES = 256 * 1024;
 
 const UNDO_KEEP_SUBJECT = ' worktree at undo of turn ';
 
-async function recordedTurns(ctx: Pick<WorktreeContext, 'repo' | 'slug'>): Promise<RecordedTurn[]> {
+async function recordedTurns(ctx: StoreContext): Promise<RecordedTurn[]> {
+  await openStore(ctx.repo, ctx.objects, ctx.slug);
   const base = refBase(ctx.slug);
   const out = await repoGit(
     ctx,
@@ -377,9 +374,10 @@ export function parseRawNumstat(out: string): TurnFile[] {
 /**
  * The turns that changed files (snapshots, on the stack or undone) or had changes put back
  * (`reverts`, from the turn.reverted events), newest first. Reads only refs and objects of the
- * bare repository: it works while the workspace is stopped.
+ * workspace's store: it works while the workspace is stopped. Call under the repository lock (the
+ * first use of a store moves an older Grove's refs into it).
  */
-export async function listTurns(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, reverts: readonly RevertRecord[] = []): Promise<TurnSummary[]> {
+export async function listTurns(ctx: StoreContext, reverts: readonly RevertRecord[] = []): Promise<TurnSummary[]> {
   const recorded = await recordedTurns(ctx);
   const next = recorded.find((t) => !t.undone)?.n;
   const byN = new Map<number, TurnSummary>();
@@ -397,11 +395,11 @@ export async function listTurns(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, rev
 }
 
 /** The unified diff of turn n (before it -> after it), cut at a line end beyond limitBytes. Throws not_found. */
-export async function turnDiff(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, n: number, limitBytes = DIFF_LIMIT_BYTES): Promise<TurnDiffResponse> {
+export async function turnDiff(ctx: StoreContext, n: number, limitBytes = DIFF_LIMIT_BYTES): Promise<TurnDiffResponse> {
   const t = (await recordedTurns(ctx)).find((x) => x.n === n);
   if (!t) throw new GroveError('not_found', `workspace "${ctx.slug}" has no recorded changes for turn ${n}: that turn changed no files, or it does not exist`, { details: { slug: ctx.slug, n } });
   const { text, truncated } = await cappedGit(
-    ctx.repo,
+    ctx.objects,
     // No external diff or textconv: only git's own diff of the two trees.
     ['diff-tree', '-p', '-r', '--no-renames', '--no-color', '--no-ext-diff', '--no-textconv', t.parent, t.commit],
     limitBytes,
@@ -411,38 +409,17 @@ export async function turnDiff(ctx: Pick<WorktreeContext, 'repo' | 'slug'>, n: n
 }
 
 /** Like repoGit, but keeps at most limitBytes of stdout (cut at the last line end) and stops git beyond that. */
-function cappedGit(repo: string, args: string[], limitBytes: number, what: string): Promise<{ text: string; truncated: boolean }> {
-  return new Promise((resolvePromise, reject) => {
-    execFile(
-      'git',
-      ['-c', 'safe.directory=*', '-c', 'core.hooksPath=/dev/null', '-c', 'core.quotePath=false', ...args],
-      {
-        cwd: repo,
-        env: { PATH: CHILD_PATH, GIT_CONFIG_NOSYSTEM: '1', GIT_CONFIG_GLOBAL: '/dev/null', GIT_TERMINAL_PROMPT: '0', GIT_DIR: repo } as Record<string, string> as NodeJS.ProcessEnv,
-        maxBuffer: limitBytes,
-        timeout: 60_000,
-        encoding: 'buffer',
-      },
-      (err, stdout, stderr) => {
-        const over = (err as NodeJS.ErrnoException | null)?.code === 'ERR_CHILD_PROCESS_STDIO_MAXBUFFER';
-        if (err && !over) {
-          reject(new GroveError('git_failed', `${what}: ${(stderr.toString('utf8') || err.message).trim()}`, { cause: err }));
-          return;
-        }
-        if (!over) {
-          resolvePromise({ text: stdout.toString('utf8'), truncated: false });
-          return;
-        }
-        const cut = stdout.subarray(0, limitBytes);
-        const end = cut.lastIndexOf(0x0a);
-        resolvePromise({ text: cut.subarray(0, end + 1).toString('utf8'), truncated: true });
-      },
-    );
-  });
+async function cappedGit(gitDir: string, args: string[], limitBytes: number, what: string): Promise<{ text: string; truncated: boolean }> {
+  const r = await execGit({ gitDir, args, maxBytes: limitBytes, timeoutMs: 60_000 });
+  if (r.timedOut || (r.code !== 0 && !r.overflow)) throw new GroveError('git_failed', `${what}: ${r.stderr.trim() || (r.timedOut ? 'git did not finish in time' : `git exited with ${r.code}`)}`);
+  if (!r.overflow) return { text: r.stdout.toString('utf8'), truncated: false };
+  const end = r.stdout.lastIndexOf(0x0a);
+  return { text: r.stdout.subarray(0, end + 1).toString('utf8'), truncated: true };
 }
 
 /** Drops a slug's snapshot refs: a new workspace under an old slug starts its own turn numbers. */
-export async function clearSnapshots(ctx: Pick<WorktreeContext, 'repo' | 'slug'>): Promise<void> {
+export async function clearSnapshots(ctx: StoreContext): Promise<void> {
+  await openStore(ctx.repo, ctx.objects, ctx.slug);
   const out = await repoGit(ctx, ['for-each-ref', '--format=%(refname)', `${refBase(ctx.slug)}/turns/`, `${refBase(ctx.slug)}/undone/`, stateRef(ctx.slug)], 'listing snapshots');
   const refs = out.split('\n').filter(Boolean);
   if (refs.length === 0) return;
