@@ -6,6 +6,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { request } from 'node:http';
 import { join } from 'node:path';
 import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
@@ -68,13 +69,32 @@ async function agentOk(slug: string, script: string): Promise<string> {
   return r.out;
 }
 
-/** The agent's own POST /turn-ended on host.sock, from inside its sandbox: the hook needs no user action. */
-async function turnEnded(slug: string, turn: string): Promise<string> {
-  const js = `const r=require('http').request({socketPath:'/run/grove/host.sock',path:'/turn-ended',method:'POST',headers:{'content-type':'application/json'}},(res)=>{let b='';res.on('data',(c)=>b+=c);res.on('end',()=>{console.log(res.statusCode+' '+b)})});r.end(JSON.stringify({turn:'${turn}',status:'completed'}))`;
-  return (await agentOk(slug, `node -e "${js}"`)).trim();
+/**
+ * What the sandbox's backend does when the agent's turn ends: POST /turn-ended on the workspace's host.sock (no
+ * user action involved). Sent from the host side of the socket: the backend, not the agent, is its client.
+ */
+function turnEnded(slug: string, turn: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const body = JSON.stringify({ turn, status: 'completed' });
+    const req = request(
+      { socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        res.on('end', () => resolve(`${res.statusCode ?? 0} ${text}`));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
-const markersNow = (): string[] => readdirSync(markers).sort();
+/** The marker files commands left since the last look (each look clears them, so every trigger is told apart). */
+function markersNow(): string[] {
+  const found = readdirSync(markers).sort();
+  for (const f of found) rmSync(join(markers, f), { force: true });
+  return found;
+}
 
 describe('host git never runs what the agent configured (nested repositories)', () => {
   it('a nested repository\'s fsmonitor and clean filter, and a gitlink checked out as a hostile repository, fire on no trigger', async () => {
@@ -103,30 +123,40 @@ describe('host git never runs what the agent configured (nested repositories)', 
         'echo changed >> f.txt',
         'cd /workspace',
         // The project's gitlink: its (empty) checkout directory made into a repository the agent configures.
-        'cd vendored && git init -q . && echo v > v.txt && printf "* filter=evil\\n" > .gitattributes',
-        'git add . && git -c user.name=a -c user.email=a@b commit -q -m v',
+        // At exactly the commit the project records, so git sees the gitlink unchanged and would look inside it.
+        'SHA=$(git ls-tree HEAD vendored | cut -d" " -f3 | cut -f1)',
+        'export GIT_CONFIG_GLOBAL=/tmp/agent.gitconfig && git config --global --add safe.directory "*"',
+        'git clone -q --no-checkout "$(git rev-parse --git-common-dir)" vendored',
+        'cd vendored && git checkout -q --detach "$SHA" && printf "* filter=evil\\n" > .gitattributes',
         hostile('gitlink'),
-        'echo changed >> v.txt',
+        'echo changed >> app.txt',
         'cd /workspace && echo top > top.txt',
       ].join('\n'),
     );
 
+    // Every trigger, and what it left in the markers dir (the evidence of a command run on the host).
+    const fired: Record<string, string[]> = {};
     expect(await turnEnded(slug, 'turn-1')).toMatch(/^200 /);
-    expect(markersNow(), 'after POST /turn-ended').toEqual([]);
+    fired['POST /turn-ended'] = markersNow();
     const diff = await grove.diff(slug);
-    expect(diff.files.map((f) => f.path)).toEqual(['top.txt']);
-    expect(markersNow(), 'after GET diff').toEqual([]);
+    fired['GET diff'] = markersNow();
     const preview = await grove.teardownPreview(slug);
-    expect(preview.uncommitted.files.map((f) => f.path)).toEqual(['top.txt']);
-    expect(markersNow(), 'after GET teardown-preview').toEqual([]);
+    fired['GET teardown-preview'] = markersNow();
     const cp = await grove.checkpoint(slug, { message: 'cp' });
-    expect(cp.files).toEqual(['top.txt']);
-    expect(markersNow(), 'after POST checkpoint').toEqual([]);
-    // Once more over the committed state (the old second trigger: status inside a committed gitlink).
+    fired['POST checkpoint'] = markersNow();
+    // Once more over the recorded state (the old second trigger: `git status` inside a recorded gitlink).
     await agentOk(slug, 'echo again >> top.txt');
-    await grove.checkpoint(slug, { message: 'cp2' });
     expect(await turnEnded(slug, 'turn-2')).toMatch(/^200 /);
-    expect(markersNow(), 'after the second round').toEqual([]);
+    fired['POST /turn-ended again'] = markersNow();
+    await grove.checkpoint(slug, { message: 'cp2' });
+    fired['POST checkpoint again'] = markersNow();
+    await grove.diff(slug);
+    await grove.teardownPreview(slug);
+    fired['diff and preview again'] = markersNow();
+    expect(fired).toEqual(Object.fromEntries(Object.keys(fired).map((k) => [k, []])));
+    expect(diff.files.map((f) => f.path)).toEqual(['top.txt']);
+    expect(preview.uncommitted.files.map((f) => f.path)).toEqual(['top.txt']);
+    expect(cp.files).toEqual(['top.txt']);
 
     // Recorded as what they are: the gitlink as the project has it, the nested repository not at all.
     const repo = join(home, 'repos', 'demo');
@@ -194,7 +224,6 @@ describe('one workspace reads nothing of another\'s snapshots, previews or saved
 
     // From inside B, as the agent: refs, every object git can reach (packs, loose, alternates), and the raw files.
     const refs = await agentOk('demo~sb', 'git for-each-ref --format="%(refname)"; git -C "$(git rev-parse --git-common-dir)" for-each-ref --format="%(refname)"');
-    expect(refs).not.toMatch(/demo\+sa/);
     const scan = [
       'set -e',
       'COMMON=$(cd "$(git rev-parse --git-common-dir)" && pwd)',
@@ -206,11 +235,16 @@ describe('one workspace reads nothing of another\'s snapshots, previews or saved
       `node -e "const fs=require('fs'),z=require('zlib'),p=require('path');let n=0;const d=p.join(process.argv[1],'objects');for(const a of fs.readdirSync(d)){if(!/^[0-9a-f]{2}$/.test(a))continue;for(const f of fs.readdirSync(p.join(d,a))){try{if(z.inflateSync(fs.readFileSync(p.join(d,a,f))).includes('${secret}'))n++}catch{}}}console.log('secret-in-loose: '+n)" "$COMMON"`,
     ].join('\n');
     const out = await agentOk('demo~sb', scan);
+    // The scan can see: B reads objects, A's committed (shared) work among them.
     expect(out).toMatch(/objects: [1-9]/);
     expect(out).toMatch(/shared-in-objects: [1-9]/);
-    expect(out).toContain('secret-in-objects: 0');
-    expect(out).toContain('secret-in-files: 0');
-    expect(out).toContain('secret-in-loose: 0');
+    const line = (key: string) => new RegExp(`${key}: (\\d+)`).exec(out)?.[1];
+    expect({ refsOfA: refs.split('\n').filter((r) => r.includes('demo+sa')), objects: line('secret-in-objects'), files: line('secret-in-files'), loose: line('secret-in-loose') }).toEqual({
+      refsOfA: [],
+      objects: '0',
+      files: '0',
+      loose: '0',
+    });
     expect(existsSync(join(home, 'objects', 'demo~sa.git'))).toBe(true);
   }, 300_000);
 });
