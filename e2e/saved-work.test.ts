@@ -93,7 +93,8 @@ describe('teardown never loses work', () => {
     expect(saved.body.saved.map((r) => r.ref)).toEqual(['refs/grove/demo+keep/teardown/1']);
     const back = await s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/restore`, { name: 'keep-back' });
     expect(back.status).toBe(201);
-    expect(back.body.workspace).toMatchObject({ slug: 'demo~keep-back', state: 'running', baseRef: 'refs/grove/demo+keep/teardown/1' });
+    // The saved commit is copied from the workspace's private store into the primary, where the new branch starts.
+    expect(back.body.workspace).toMatchObject({ slug: 'demo~keep-back', state: 'running', baseRef: 'refs/grove-restore/demo/keep/1' });
     expectRestored('keep-back', files);
     // The sandbox sees the same files.
     const inside = dockerExec(containerOf(s.instance, 'demo~keep-back') ?? '', ['cat', '/workspace/notes/deep/data.bin']);
@@ -139,7 +140,7 @@ describe('teardown never loses work', () => {
     await new Promise((r) => child.once('exit', r));
     expect(out).toContain('"type":"workspace.saved"');
     // Killed with the ref written and the worktree still there.
-    expect(git(repo, 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
+    expect(git(path.join(home, 'objects', 'demo~killed.git'), 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
     expect(fs.existsSync(worktree('killed'))).toBe(true);
 
     s = await startServer({ home });
@@ -148,7 +149,7 @@ describe('teardown never loses work', () => {
     expect(after.body.workspace.state).toBe('gone');
     expect(fs.existsSync(worktree('killed'))).toBe(false);
     expect(containerOf(s.instance, ws.slug)).toBeUndefined();
-    expect(git(repo, 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
+    expect(git(path.join(home, 'objects', 'demo~killed.git'), 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
     const saves = (await events(ws.slug)).filter((e) => e.type === 'workspace.saved');
     expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
 

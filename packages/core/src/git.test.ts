@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -9,6 +10,8 @@ import {
   defaultBranch,
   deleteBranchIfEmpty,
   ensureWorktree,
+  findEmbeddedRepos,
+  openStore,
   freshBranch,
   isBareRepo,
   listRecoveryRefs,
@@ -295,5 +298,56 @@ describe('saving work before removal', () => {
     expect(saved?.ref).toBe('refs/grove/demo+save-c/teardown/1');
     expect(git(storeOf('demo~save-c'), 'show', `${saved?.commit ?? ''}:work.txt`)).toBe('w');
     expect(existsSync('/tmp/grove-pwned-by-fsmonitor')).toBe(false);
+  });
+});
+
+describe('embedded repositories and the per-workspace store', () => {
+  it('finds nested repositories by reading directories only: no link followed, no .git opened, none entered', async () => {
+    const root = mkdtempSync(join(tmp, 'embed-'));
+    writeFileSync(join(root, '.git'), 'gitdir: /nowhere\n');
+    mkdirSync(join(root, 'a', 'inner', '.git'), { recursive: true });
+    mkdirSync(join(root, 'a', 'inner', 'deeper', '.git'), { recursive: true });
+    mkdirSync(join(root, 'b'));
+    writeFileSync(join(root, 'b', '.git'), 'gitdir: /etc\n');
+    mkdirSync(join(root, 'c'));
+    execFileSync('mkfifo', [join(root, 'c', '.git')]);
+    // A link to a directory holding a repository is a link, not a directory: never followed.
+    const outside = mkdtempSync(join(tmp, 'outside-'));
+    mkdirSync(join(outside, 'repo', '.git'), { recursive: true });
+    symlinkSync(outside, join(root, 'link'));
+    mkdirSync(join(root, 'plain', 'dir'), { recursive: true });
+    expect(await findEmbeddedRepos(root)).toEqual(['a/inner', 'b', 'c']);
+  });
+
+  it('moves an older Grove\'s refs/grove/<slug>/ refs out of the primary into the store once, objects included, and prunes their loose copies', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'legacy');
+    await ensureWorktree(repo, { path, branch: 'grove/legacy', base: (await resolveCommit(repo, 'main')) ?? '' });
+    // What an older Grove did: the snapshot's objects and ref in the primary.
+    writeFileSync(join(path, 'untracked.txt'), 'legacy secret\n');
+    const blob = git(repo, 'hash-object', '-w', join(path, 'untracked.txt'));
+    const idx = join(tmp, 'legacy-index');
+    execFileSync('git', ['-c', 'safe.directory=*', 'read-tree', 'refs/heads/grove/legacy'], { env: { ...process.env, GIT_DIR: repo, GIT_INDEX_FILE: idx } });
+    execFileSync('git', ['-c', 'safe.directory=*', 'update-index', '--add', '--cacheinfo', `100644,${blob},untracked.txt`], { env: { ...process.env, GIT_DIR: repo, GIT_INDEX_FILE: idx } });
+    const tree = execFileSync('git', ['-c', 'safe.directory=*', 'write-tree'], { env: { ...process.env, GIT_DIR: repo, GIT_INDEX_FILE: idx }, encoding: 'utf8' }).trim();
+    const commit = git(repo, 'commit-tree', tree, '-p', 'refs/heads/grove/legacy', '-m', 'old snapshot');
+    git(repo, 'update-ref', 'refs/grove/demo+legacy/turns/1', commit);
+    git(repo, 'update-ref', 'refs/grove/demo+legacy/teardown/1', commit);
+    const other = git(repo, 'commit-tree', tree, '-m', 'another workspace\'s');
+    git(repo, 'update-ref', 'refs/grove/demo+other/turns/1', other);
+
+    const store = storeOf('demo~legacy');
+    await openStore(repo, store, 'demo~legacy');
+    expect(git(store, 'for-each-ref', '--format=%(refname) %(objectname)')).toBe(`refs/grove/demo+legacy/teardown/1 ${commit}\nrefs/grove/demo+legacy/turns/1 ${commit}`);
+    expect(git(store, 'show', `${commit}:untracked.txt`)).toBe('legacy secret');
+    expect(git(repo, 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+legacy/')).toBe('');
+    // Only that workspace's: another's refs stay until its own store opens.
+    expect(git(repo, 'rev-parse', 'refs/grove/demo+other/turns/1')).toBe(other);
+    // The primary no longer has the snapshot commit; the store's copy is its own (a pack), not borrowed.
+    expect(() => git(repo, 'cat-file', '-e', commit)).toThrow();
+    expect(git(store, 'count-objects', '-v')).toMatch(/in-pack: [1-9]/);
+    expect(readFileSync(join(store, 'objects', 'info', 'alternates'), 'utf8').trim()).toBe(join(repo, 'objects'));
+    // Idempotent.
+    await openStore(repo, store, 'demo~legacy');
+    expect(git(store, 'rev-parse', 'refs/grove/demo+legacy/turns/1')).toBe(commit);
   });
 });

@@ -563,6 +563,8 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
 
   describe('saved work (teardown never loses work)', () => {
     const repo = (): string => join(fx.home, 'repos', 'demo');
+    /** A workspace's private object store (saved work, snapshots). */
+    const store = (slug: string): string => join(fx.home, 'objects', `${slug}.git`);
 
     /** Modified, staged, untracked, ignored and deleted files in a worktree; returns what must come back. */
     function dirty(wt: string): Record<string, Buffer | null> {
@@ -610,7 +612,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       expect(await g.savedWork('demo~w')).toEqual([{ ref: 'refs/grove/demo+w/teardown/1', n: 1, commit: saved?.data.commit }]);
 
       const back = await g.restore('demo~w', { name: 'w-back' });
-      expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove/demo+w/teardown/1', branch: 'grove/w-back' });
+      // The saved commit is copied from the workspace's private store into the primary, where the new branch starts.
+      expect(back).toMatchObject({ slug: 'demo~w-back', state: 'running', baseRef: 'refs/grove-restore/demo/w/1', branch: 'grove/w-back' });
+      expect(git(repo(), 'rev-parse', 'refs/grove-restore/demo/w/1')).toBe(saved?.data.commit);
       expectFiles(join(fx.home, 'worktrees', 'demo', 'w-back'), files);
       // The new branch starts at the saved commit, whose parent is the old branch's tip: history is kept.
       expect(git(repo(), 'rev-parse', 'refs/heads/grove/w-back^')).toBe(tip);
@@ -641,7 +645,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       fx.driver.remove = realRemove;
       expect((await g1.get('demo~crash')).state).toBe('tearing-down');
       expect(existsSync(wt)).toBe(true);
-      expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+      expect(git(store('demo~crash'), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
       await g1.close();
       fx.groves.splice(0);
 
@@ -649,7 +653,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       await g2.reconcile();
       expect((await g2.get('demo~crash')).state).toBe('gone');
       expect(existsSync(wt)).toBe(false);
-      expect(git(repo(), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
+      expect(git(store('demo~crash'), 'for-each-ref', '--format=%(refname)', 'refs/grove/')).toBe('refs/grove/demo+crash/teardown/1');
       const saves = (await g2.events({ slug: 'demo~crash' })).filter((e) => e.type === 'workspace.saved');
       expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
       await g2.restore('demo~crash', { name: 'crash-back' });
@@ -667,8 +671,8 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const g2 = await open();
       await g2.reconcile();
       expect(existsSync(wt)).toBe(false);
-      expect(git(repo(), 'show', 'refs/grove/demo+stray/teardown/1:left.txt')).toBe('left behind');
-      expect(git(repo(), 'rev-parse', 'refs/grove/demo+stray/teardown/1^')).toBe(base);
+      expect(git(store('demo~stray'), 'show', 'refs/grove/demo+stray/teardown/1:left.txt')).toBe('left behind');
+      expect(git(store('demo~stray'), 'rev-parse', 'refs/grove/demo+stray/teardown/1^')).toBe(base);
     });
 
     it('an interrupted fork rolls back its branch only when it holds no commits beyond its base', async () => {

@@ -63,9 +63,11 @@ describe('overlay files in a real sandbox', () => {
 
     expect(sh('demo~w', 'echo more >> app.txt').code).toBe(0);
     await grove.teardown('demo~w');
-    const ref = git(repo, 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~w'));
+    // Saved work lives in the workspace's private store (never mounted), not in the primary.
+    const store = join(home, 'objects', 'demo~w.git');
+    const ref = git(store, 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~w'));
     expect(ref).not.toBe('');
-    expect(git(repo, 'ls-tree', '-r', '--name-only', ref).split('\n').filter((p) => /\.env|settings\.local/.test(p))).toEqual([]);
+    expect(git(store, 'ls-tree', '-r', '--name-only', ref).split('\n').filter((p) => /\.env|settings\.local/.test(p))).toEqual([]);
     expect(existsSync(join(home, 'worktrees', 'demo', 'w'))).toBe(false);
   });
 });
