@@ -446,7 +446,8 @@ async function migrateLegacyRefs(repo: string, objects: string, slug: string): P
 export async function exportCommit(repo: string, objects: string, o: { commit: string; ref: string }): Promise<void> {
   const tips = (await raw(repo, ['for-each-ref', '--format=%(objectname)'], 'listing the shared refs')).split('\n').filter(Boolean);
   const list = await raw(objects, ['rev-list', '--objects', '--stdin'], 'listing the saved objects', {
-    input: `${o.commit}\n--not\n${[...new Set(tips)].join('\n')}\n`,
+    // Negative revisions as ^<id> lines (git 2.39's --stdin takes no --not).
+    input: `${o.commit}\n${[...new Set(tips)].map((t) => `^${t}\n`).join('')}`,
     maxBytes: 1024 * 1024 * 1024,
     timeoutMs: 600_000,
   });
