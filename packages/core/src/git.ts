@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, open, opendir, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, open, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
@@ -279,11 +279,12 @@ export async function findEmbeddedRepos(worktree: string): Promise<string[]> {
   const found: string[] = [];
   let seen = 0;
   const walk = async (rel: string): Promise<void> => {
-    const dir = await opendir(rel ? join(worktree, rel) : worktree).catch(() => null);
-    if (!dir) return;
+    // readdir with file types: one getdents pass, the types from the directory itself (a link is never a directory).
+    const entries = await readdir(rel ? join(worktree, rel) : worktree, { withFileTypes: true }).catch(() => null);
+    if (!entries) return;
     const subdirs: string[] = [];
     let nested = false;
-    for await (const e of dir) {
+    for (const e of entries) {
       if (++seen > MAX_WALK_ENTRIES) throw new GroveError('git_failed', `the worktree holds more than ${MAX_WALK_ENTRIES} entries; not snapshotting it`);
       if (e.name === '.git') {
         if (rel) nested = true;
