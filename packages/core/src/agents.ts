@@ -125,6 +125,8 @@ export class TurnGuard {
       events.push({ type: 'snapshot', ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files });
       await this.deps.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
     }
+    // Nested repositories are never entered, so never saved: the user learns which were left out.
+    if (snapshot?.embedded.length) this.deps.log.info({ slug, turn: req.turn, embedded: snapshot.embedded }, `the snapshot of ${req.turn} leaves out embedded repositories (kept as the branch has them): ${snapshot.embedded.join(', ')}`);
     if (snapshot) await this.deps.afterSnapshot?.(slug, req.turn, snapshot.files);
     this.deps.log.debug({ slug, turn: req.turn, status: req.status, reverted: reverted.length, snapshot: snapshot?.ref ?? null, ms: Date.now() - t0 }, 'after-turn checks');
     return { events };

@@ -372,6 +372,7 @@ export class GitFlow {
         owner: this.d.owner,
       }),
     );
+    if (cp.embedded.length > 0) this.d.log.info({ slug, embedded: cp.embedded }, `the checkpoint of ${slug} leaves out embedded repositories (kept as the branch has them): ${cp.embedded.join(', ')}`);
     if (cp.commit) await this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
     return { commit: cp.commit, branch: row.branch, files: cp.files };
   }

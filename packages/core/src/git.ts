@@ -350,8 +350,17 @@ export async function stageWorktree(o: StageOptions): Promise<string[]> {
     const specs = skip.map((p) => `:(top,exclude,literal)${p}\0`).join('');
     await run(['add', '--all', '--pathspec-from-file=-', '--pathspec-file-nul'], 'reading the worktree', specs);
   }
+  // A repository the agent made between the walk and the add is a new gitlink in the index now (git read only its
+  // HEAD and refs to name it): taken out again, so no snapshot ever records it and no later one looks inside.
+  const known = new Set(await gitlinksOf(o.gitDir, o.parent));
+  const raced: string[] = [];
+  for (const rec of (await run(['ls-files', '--stage', '-z'], 'listing the staged gitlinks')).split('\0')) {
+    const m = /^160000 [0-9a-f]+ \d\t(.+)$/s.exec(rec);
+    if (m?.[1] && !known.has(m[1])) raced.push(m[1]);
+  }
+  if (raced.length > 0) await run(['update-index', '--force-remove', '-z', '--stdin'], 'leaving out new embedded repositories', raced.map((p) => `${p}\0`).join(''));
   await dropOverlayEntries((args) => run(args, 'leaving out the overlay files'), o.repo, o.parent);
-  return skip;
+  return [...new Set([...skip, ...raced])].sort();
 }
 
 export interface TreeSnapshot {

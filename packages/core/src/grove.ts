@@ -950,6 +950,7 @@ class GroveImpl implements Grove {
       parent,
       message: `grove: uncommitted work of ${w.slug}, saved before ${reason}\n\nRestore it as a new workspace: POST /api/workspaces/${w.slug}/restore {"name": "..."}\n`,
     });
+    if (saved?.embedded.length) this.log.warn({ slug: w.slug, embedded: saved.embedded }, `saved work of ${w.slug} leaves out embedded repositories (never entered): ${saved.embedded.join(', ')}`);
     if (saved) {
       await this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
     }
