@@ -27,6 +27,8 @@ let upstreamHits = 0;
 const A = 'demo~ea';
 const B = 'demo~eb';
 const RELAY = { host: '127.0.0.1', port: 3128 };
+/** The agent's user inside every sandbox (the container's own user is the backend's). */
+const AGENT = '1000:1000';
 
 function container(slug: string): string {
   const id = containerOf(s.instance, slug);
@@ -46,7 +48,7 @@ const run = promisify(execFile);
 
 /** Asynchronous: the test upstream lives in this process and must keep answering while the probe runs. */
 async function probe(slug: string, cases: ProbeCase[]): Promise<ProbeResult[]> {
-  const r = await run('docker', ['exec', container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  const r = await run('docker', ['exec', '-u', AGENT, container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
   return JSON.parse(r.stdout) as ProbeResult[];
 }
 
@@ -123,7 +125,7 @@ describe('egress: no way out but the gate', () => {
     const bin = path.join(dir, 'icmp-probe');
     await run('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
     const out = await new Promise<string>((resolve, reject) => {
-      const c = spawn('docker', ['exec', '-i', container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
+      const c = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
         stdio: ['pipe', 'pipe', 'inherit'],
       });
       let text = '';
@@ -299,7 +301,7 @@ describe('resource abuse is contained', () => {
       })();`;
     // Asynchronous: the bomb holds the limit for a few seconds while the host checks B.
     const run = new Promise<{ spawned: number; err: string }>((resolve, reject) => {
-      execFile('docker', ['exec', container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
+      execFile('docker', ['exec', '-u', AGENT, container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
         if (e && !out) reject(e);
         else resolve(JSON.parse(out.trim().split('\n')[0] ?? '{}') as { spawned: number; err: string });
       });

@@ -357,6 +357,7 @@ export class GitFlow {
     const config = await this.d.config(row.project);
     const who = config.git ?? DEFAULT_GIT_SETTINGS;
     const repo = this.d.paths.repo(row.project);
+    const sandboxGit = this.d.paths.sandboxGit(slug);
     const cp = await this.d.withLock(row.project, () =>
       checkpointWorktree(repo, {
         worktree,
@@ -364,6 +365,7 @@ export class GitFlow {
         message: message ?? `grove: checkpoint of ${slug}`,
         identity: { name: who.authorName, email: who.authorEmail },
         owner: this.d.owner,
+        ...(existsSync(sandboxGit) ? { indexPath: join(sandboxGit, 'index') } : {}),
       }),
     );
     if (cp.commit) await this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });

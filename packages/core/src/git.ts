@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
-import { chown, copyFile, mkdir, mkdtemp, readFile, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import { chown, copyFile, mkdir, mkdtemp, open, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { simpleGit } from 'simple-git';
 import type { SimpleGit } from 'simple-git';
@@ -137,20 +137,33 @@ async function findWorktree(repo: string, path: string): Promise<WorktreeEntry |
 }
 
 /**
- * The worktree's own admin dir (<common>/worktrees/<id>), read from its .git file rather than guessed:
- * git appends a number to the id when the basename is taken.
+ * The worktree's own admin dir (<common>/worktrees/<id>): the one whose host-written `gitdir` names
+ * <worktree>/.git. Never read from the worktree's .git file: that is the agent's, and names the sandbox's own
+ * git dir. git's id is the basename unless it was taken (then a number is appended), so that one is tried first.
  */
 export async function worktreeAdminDir(repo: string, worktreePath: string): Promise<string> {
-  const text = await readFile(resolve(worktreePath, '.git'), 'utf8');
-  const m = /^gitdir: (.+)$/m.exec(text);
-  if (!m?.[1]) throw new GroveError('git_failed', `${worktreePath}/.git does not name its git dir`);
-  const admin = resolve(worktreePath, m[1].trim());
   const root = resolve(await canonical(repo), 'worktrees');
-  const rel = relative(root, await canonical(admin));
-  if (!rel || rel.startsWith('..') || isAbsolute(rel) || rel.includes(sep)) {
-    throw new GroveError('git_failed', `${worktreePath} belongs to another repository (${admin})`);
+  const want = resolve(worktreePath, '.git');
+  const ids = await readdir(root).catch(() => [] as string[]);
+  const first = basename(worktreePath);
+  for (const id of [first, ...ids.filter((i) => i !== first)]) {
+    if (!ids.includes(id)) continue;
+    const text = await readSmallRegular(join(root, id, 'gitdir'));
+    if (text !== null && text.trim() === want) return join(root, id);
   }
-  return resolve(root, rel);
+  throw new GroveError('git_failed', `${worktreePath} is not a worktree of ${repo}`);
+}
+
+/** A small regular file's text, opened without following a link or blocking on a FIFO; null otherwise. */
+async function readSmallRegular(path: string): Promise<string | null> {
+  const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => null);
+  if (!fh) return null;
+  try {
+    const st = await fh.stat();
+    return st.isFile() && st.size <= 4096 ? await fh.readFile('utf8') : null;
+  } finally {
+    await fh.close();
+  }
 }
 
 export interface EnsureWorktreeResult {
@@ -515,16 +528,21 @@ export interface Checkpoint {
  */
 export async function checkpointWorktree(
   repo: string,
-  o: { worktree: string; branch: string; message: string; identity: CommitIdentity; owner?: { uid: number; gid: number } | null },
+  o: {
+    worktree: string;
+    branch: string;
+    message: string;
+    identity: CommitIdentity;
+    owner?: { uid: number; gid: number } | null;
+    /**
+     * The index the sandbox's git uses (<sandbox-git>/index): the checkpoint's index replaces it. Absent (a
+     * workspace not started since its sandbox got a git dir of its own): the host's admin index, which seeds it.
+     */
+    indexPath?: string;
+  },
 ): Promise<Checkpoint> {
+  // Staged in the host's admin dir, which no sandbox mounts; never found through the worktree's .git (the agent's).
   const admin = await worktreeAdminDir(repo, o.worktree);
-  // The .git file is writable from the sandbox: it could name another workspace's admin dir, whose index we
-  // would then replace. That admin dir's gitdir (host-written, not writable from here) links back to its own
-  // worktree, so it must name ours.
-  const backLink = (await readFile(join(admin, 'gitdir'), 'utf8').catch(() => '')).trim();
-  if (!backLink || (await canonical(backLink)) !== (await canonical(resolve(o.worktree, '.git')))) {
-    throw new GroveError('git_failed', `${o.worktree}/.git does not name its own admin dir; stop and start the workspace to repair it`);
-  }
   const staged = join(admin, `index.grove-${randomBytes(4).toString('hex')}`);
   try {
     const ref = `refs/heads/${o.branch}`;
@@ -535,7 +553,7 @@ export async function checkpointWorktree(
     await raw(repo, ['update-ref', '-m', 'grove: checkpoint', ref, commit, snap.tip], `moving ${o.branch} to the checkpoint`);
     // rename replaces whatever is at index (a symlink an agent planted included) instead of writing through it.
     if (o.owner) await chown(staged, o.owner.uid, o.owner.gid);
-    await rename(staged, join(admin, 'index'));
+    await rename(staged, o.indexPath ?? join(admin, 'index'));
     return { commit, files: await changedPaths(repo, snap.tip, snap.tree) };
   } finally {
     await rm(staged, { force: true });

@@ -15,7 +15,7 @@ import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { branches, makeSourceRepo } from './test-support/repo.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `core-${randomBytes(4).toString('hex')}`;
 
 function dockerReady(): boolean {
@@ -115,7 +115,7 @@ describe('lifecycle with the Docker driver', () => {
 
     // The sandbox sees the worktree and git works inside it (common dir read-only, admin dir writable).
     const [id] = containers('demo~life');
-    const status = execFileSync('docker', ['exec', id ?? '', 'git', 'status', '--porcelain=v1', '--branch'], { encoding: 'utf8' });
+    const status = execFileSync('docker', ['exec', '-u', '1000:1000', id ?? '', 'git', 'status', '--porcelain=v1', '--branch'], { encoding: 'utf8' });
     expect(status).toContain('## grove/life');
 
     // A message lands in the thread, which must survive stop/start.

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import {
   DEFAULT_WORKSPACE_NAME,
@@ -29,10 +29,11 @@ import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, Und
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
   commitsBeyond,
@@ -82,6 +83,8 @@ const HEALTH_POLL_MS = 50;
 /** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
 const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
+/** The backend's user (root in the container): owner of the run and thread dirs and of every host socket there. */
+const BACKEND = { uid: BACKEND_UID, gid: BACKEND_GID };
 /** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
 const MAX_SOCKET_PATH_BYTES = 107;
 /** The idle sweep runs every half idle period, within these bounds. */
@@ -206,7 +209,8 @@ class GroveImpl implements Grove {
       runDir: (slug) => paths.run(slug),
       onTurnEnded: (slug, req) => this.guard.onTurnEnded(slug, req),
       providerRelay: opts.providerRelay && { upstream: new URL(opts.providerRelay.upstream), apiKey: opts.providerRelay.apiKey },
-      ...(owner ? { socketOwner: owner } : {}),
+      // Only the backend (root in the sandbox) connects; the run dir is 0700 and the sockets 0660 root's.
+      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     this.lock = new RepoLock({
       dir: paths.locksRoot,
@@ -219,7 +223,7 @@ class GroveImpl implements Grove {
       socketPath: (slug) => paths.egressSocket(slug),
       emit: (slug, type, data) => this.emitSoon(slug, type, data),
       options: opts.egress,
-      socketOwner: OWNER,
+      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     const idle = opts.idleStopMs ?? 0;
     if (idle > 0) {
@@ -593,7 +597,8 @@ class GroveImpl implements Grove {
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
         await clearSnapshots({ repo, slug });
-        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await this.prepareSandboxGit(row, r.adminDir, { fresh: true });
         // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
         const refused = await copyWritable(await this.currentOverlay(project), path, canChown() ? OWNER : null);
         if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
@@ -614,7 +619,7 @@ class GroveImpl implements Grove {
       await this.prepareDirs(slug, { fresh: true });
       this.checkAbort(signal);
 
-      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'created', (s) => (step = s));
+      const { running, containerId } = await this.bringUp(row, signal, 'created', (s) => (step = s));
       row = running;
       await this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
@@ -635,7 +640,6 @@ class GroveImpl implements Grove {
    */
   private async bringUp(
     reserved: WorkspaceRow,
-    adminDir: string,
     signal: AbortSignal,
     verb: 'created' | 'started',
     at: (step: Step) => void,
@@ -648,7 +652,7 @@ class GroveImpl implements Grove {
     await this.requireImage();
 
     at('container');
-    const info = await this.ensureSandbox(row, adminDir);
+    const info = await this.ensureSandbox(row);
     row = (await this.store.update(row.id, { containerId: info.id })) ?? row;
     this.checkAbort(signal);
 
@@ -686,9 +690,10 @@ class GroveImpl implements Grove {
     }
     await attempt('stop egress gate', () => this.gates.close(row.slug));
     await attempt('stop host listeners', () => this.host.close(row.slug));
-    await attempt('remove run and state dirs', async () => {
+    await attempt('remove run, state and sandbox git dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
+      await removeDir(this.paths.sandboxGit(row.slug));
     });
     await attempt('archive thread', () => this.archive(row.slug, ['thread']));
     return problems;
@@ -813,7 +818,8 @@ class GroveImpl implements Grove {
       const wt = await this.lock.withLock(project, async () => {
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef, beforeRemove: () => this.saveBeforeRemoval(row, 'start') });
         // Host-side git may have written root-owned files since the last start.
-        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await this.prepareSandboxGit(row, r.adminDir, { fresh: !r.reused });
         return r;
       });
       if (!wt.reused) this.log.warn({ slug, branch: row.branch, createdBranch: wt.createdBranch }, 'worktree was missing; re-added it on start');
@@ -825,7 +831,7 @@ class GroveImpl implements Grove {
       // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
-      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'started', (s) => (step = s));
+      const { running, containerId } = await this.bringUp(row, signal, 'started', (s) => (step = s));
       await this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
@@ -898,6 +904,7 @@ class GroveImpl implements Grove {
     await this.gates.close(slug);
     await this.host.close(slug);
     await removeDir(this.paths.run(slug));
+    await removeDir(this.paths.sandboxGit(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
     const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
@@ -1485,7 +1492,28 @@ class GroveImpl implements Grove {
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
     // A new workspace never inherits a thread or agent state left under its slug by an earlier one.
     if (o.fresh) await this.archive(slug, ['thread', 'state']);
-    await ensureDirs([this.paths.run(slug), this.paths.thread(slug), this.paths.state(slug)], OWNER);
+    await ensureDirs([this.paths.state(slug)], OWNER);
+    // The backend's: the agent's user can neither list nor change them (its socket, the host's sockets, the
+    // thread). chown -R also takes back what an earlier version let the agent's user own there.
+    const backendDirs = [this.paths.run(slug), this.paths.thread(slug)];
+    await ensureDirs(backendDirs, canChown() ? BACKEND : undefined);
+    if (canChown()) for (const d of backendDirs) await chmod(d, 0o700);
+  }
+
+  /** The sandbox's own git dir and the worktree's .git file naming it (sandbox-git.ts). Under the repository lock. */
+  private async prepareSandboxGit(row: WorkspaceRow, hostAdminDir: string, o: { fresh: boolean }): Promise<void> {
+    // The host's admin dir is the host's alone from now on (an earlier version handed it to the agent's user).
+    await chownTree(hostAdminDir, BACKEND.uid, BACKEND.gid);
+    await mkdir(this.paths.sandboxGitRoot, { recursive: true, mode: 0o755 });
+    await ensureSandboxGitDir({
+      dir: this.paths.sandboxGit(row.slug),
+      worktree: this.paths.worktree(row.project, row.name),
+      branch: row.branch,
+      hostAdminDir,
+      scratch: this.paths.scratchRoot,
+      owner: canChown() ? OWNER : null,
+      fresh: o.fresh,
+    });
   }
 
   /**
@@ -1516,13 +1544,13 @@ class GroveImpl implements Grove {
     throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
   }
 
-  private spec(row: WorkspaceRow, adminDir: string, config: ProjectConfig = {}): SandboxSpec {
+  private spec(row: WorkspaceRow, config: ProjectConfig = {}): SandboxSpec {
     return {
       slug: row.slug,
       project: row.project,
       image: this.opts.image,
       worktreePath: this.paths.worktree(row.project, row.name),
-      gitAdminDir: adminDir,
+      sandboxGitDir: this.paths.sandboxGit(row.slug),
       gitCommonDir: this.paths.repo(row.project),
       runDir: this.paths.run(row.slug),
       threadDir: this.paths.thread(row.slug),
@@ -1534,7 +1562,7 @@ class GroveImpl implements Grove {
     };
   }
 
-  private async ensureSandbox(row: WorkspaceRow, adminDir: string): Promise<SandboxInfo> {
+  private async ensureSandbox(row: WorkspaceRow): Promise<SandboxInfo> {
     const t0 = Date.now();
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
     // host.sock and provider.sock exist before the container does, so its backend finds them at once.
@@ -1544,7 +1572,7 @@ class GroveImpl implements Grove {
       prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
     );
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
-    const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
+    const spec = { ...this.spec(row, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
     const info = await this.opts.driver.ensure(spec);
     await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;

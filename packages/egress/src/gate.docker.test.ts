@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EgressDecision } from '@grove/contracts';
-import { LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
 import type { SandboxSpec } from '@grove/sandbox';
 import { isLoopback, parseIp } from './address.ts';
 import { loadCorpus } from './corpus.ts';
@@ -59,7 +59,8 @@ async function startGate(): Promise<Gate> {
       }
       return netConnect({ host: t.address, port: t.port });
     },
-    socketOwner: { uid: SANDBOX_UID, gid: SANDBOX_GID },
+    // Only the backend (root in the sandbox) connects, as in core.
+    socketOwner: { uid: BACKEND_UID, gid: BACKEND_GID },
   });
   await g.listen();
   return g;
@@ -71,7 +72,7 @@ const run = promisify(execFile);
 // event loop that has to answer the sandbox.
 async function sh(script: string): Promise<{ code: number; out: string }> {
   try {
-    const r = await run('docker', ['exec', containerName(INSTANCE, SLUG), 'sh', '-c', script], { encoding: 'utf8' });
+    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'sh', '-c', script], { encoding: 'utf8' });
     return { code: 0, out: `${r.stdout}${r.stderr}` };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string };
@@ -81,7 +82,7 @@ async function sh(script: string): Promise<{ code: number; out: string }> {
 
 /** Run the probe inside the sandbox against the relay. */
 async function probeInside(cases: ProbeCase[]): Promise<ProbeResult[]> {
-  const r = await run('docker', ['exec', containerName(INSTANCE, SLUG), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], {
+  const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], {
     encoding: 'utf8',
     maxBuffer: 16 * 1024 * 1024,
   });
@@ -127,7 +128,7 @@ beforeAll(async () => {
     project: 'egr',
     image: IMAGE,
     worktreePath: join(root, 'worktree'),
-    gitAdminDir: join(common, 'worktrees', 'probe'),
+    sandboxGitDir: join(root, 'sandbox-git', SLUG),
     gitCommonDir: common,
     runDir,
     threadDir: join(root, 'threads', SLUG),
@@ -135,10 +136,13 @@ beforeAll(async () => {
     env: { GROVE_SLUG: SLUG, GROVE_PROJECT: 'egr', ...PROXY_ENV },
     limits: { memoryBytes: 256 * 1024 * 1024, nanoCpus: 500_000_000, pids: 128 },
   };
-  for (const d of [spec.worktreePath, spec.gitAdminDir, runDir, spec.threadDir, spec.stateDir]) {
+  mkdirSync(join(common, 'worktrees'), { recursive: true });
+  for (const d of [spec.worktreePath, spec.sandboxGitDir, spec.stateDir]) {
     mkdirSync(d, { recursive: true });
     if (process.getuid?.() === 0) chownSync(d, SANDBOX_UID, SANDBOX_GID);
   }
+  // The backend's (root's, 0700), as core makes them.
+  for (const d of [runDir, spec.threadDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
   gate = await startGate();
   await driver.ensure(spec);
   const deadline = Date.now() + 30_000;
