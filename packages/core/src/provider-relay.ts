@@ -197,7 +197,7 @@ export function createProviderRelay(opts: ProviderRelayOptions): ProviderRelay {
     const method = (req.method ?? 'GET').slice(0, 20);
     const counts = { up: 0, down: 0 };
     let recorded = false;
-    const record = (status: number, extra: { error?: string; rule?: string } = {}): void => {
+    const record = (status: number, extra: { error?: string; rule?: string; refused?: boolean } = {}): void => {
       if (recorded) return;
       recorded = true;
       const entry: RelayRecord = {
@@ -211,8 +211,9 @@ export function createProviderRelay(opts: ProviderRelayOptions): ProviderRelay {
         ...(extra.rule ? { rule: extra.rule } : {}),
         ...(extra.error ? { error: extra.error } : {}),
       };
-      if (extra.rule && status !== 200) log.warn(entry, 'provider request refused');
-      else log.info(entry, 'provider request');
+      // Over the in-flight cap the listener logs once per window; one line per refusal would be a log flood.
+      if (extra.refused && extra.rule !== 'in-flight-limit') log.warn(entry, 'provider request refused');
+      else if (!extra.refused) log.info(entry, 'provider request');
       opts.onRequest?.(entry);
     };
     return { record, counts, method, target };
@@ -221,7 +222,7 @@ export function createProviderRelay(opts: ProviderRelayOptions): ProviderRelay {
   const refuse = (req: IncomingMessage, res: ServerResponse, d: Denial, record = recorder(req).record): void => {
     req.resume();
     sendDenial(res, d);
-    record(d.status, { rule: d.rule, error: d.message });
+    record(d.status, { rule: d.rule, error: d.message, refused: true });
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
