@@ -49,7 +49,7 @@ export function createBoundedServer(o: {
       keepAliveTimeout: limits.idleTimeoutMs,
       // Node checks the header and request deadlines on this interval (30 s by default, which would let a
       // 10 s deadline run to 40 s): check often enough that a deadline is a deadline.
-      connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4))),
+      connectionsCheckingInterval: Math.max(25, Math.min(1_000, ...[limits.headersTimeoutMs, limits.requestTimeoutMs].filter((ms) => ms > 0).map((ms) => Math.floor(ms / 4)))),
       insecureHTTPParser: false,
     },
     (req, res) => {
