@@ -274,3 +274,79 @@ describe('gate limits and failures', () => {
     expect(errors).toEqual(['audit callback threw']);
   });
 });
+
+// docs/security.md promises a header timeout (10 s) and an idle timeout (10 min) on the gate; both are
+// injectable, so these run with short ones. Each wait is bounded far below what a missing timeout would take.
+describe('gate timeouts', () => {
+  /** A raw connection to the gate; `closed` resolves with everything the gate sent. */
+  function rawClient(socketPath: string): Promise<{ socket: Socket; closed: Promise<string> }> {
+    return new Promise((resolve, reject) => {
+      const socket = netConnect(socketPath);
+      let got = '';
+      const closed = new Promise<string>((r) => socket.on('close', () => r(got)));
+      socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      socket.once('connect', () => resolve({ socket, closed }));
+      socket.once('error', reject);
+    });
+  }
+  const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
+    Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: still open after ${ms} ms`)), ms))]);
+
+  it('closes a client that sends no request head, or half of one, at the header timeout, and connects nothing', async () => {
+    const h = await startGate({ headersTimeoutMs: 300 });
+    const silent = await rawClient(h.socketPath);
+    const half = await rawClient(h.socketPath);
+    half.socket.write(`CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\n`);
+    // Node's default sweep (30 s) would keep both for 30 s and more; the gate's header timeout is 300 ms.
+    const [a, b] = await within(Promise.all([silent.closed, half.closed]), 3_000, 'clients without a complete head');
+    expect(a).toMatch(/^HTTP\/1\.1 400 /);
+    expect(b).toMatch(/^HTTP\/1\.1 400 /);
+    expect(h.connects).toEqual([]);
+    expect(h.decisions).toEqual([]);
+    // A head that arrives in pieces but within the timeout is served.
+    const slow = await rawClient(h.socketPath);
+    for (const piece of [`CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n`, `Host: 127.0.0.1:${upPort}\r\n`, '\r\n']) {
+      slow.socket.write(piece);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await until(() => h.connects.length === 1);
+    slow.socket.destroy();
+    expect(await slow.closed).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('closes a tunnel idle past the idle timeout (audited), but not one that keeps moving', async () => {
+    const h = await startGate({ idleTimeoutMs: 300 });
+    const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    expect(t.head).toMatch(/^HTTP\/1\.1 200/);
+    let closed = false;
+    let answer = '';
+    t.socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    t.socket.on('close', () => (closed = true));
+    // A request sent a few bytes at a time, every 100 ms for over a second: never idle for 300 ms.
+    const request = `GET /moving HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\nX-Pad: ${'p'.repeat(20)}\r\n\r\n`;
+    for (let i = 0; i < request.length; i += 4) {
+      t.socket.write(request.slice(i, i + 4));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(closed, `cut while moving, after ${i} bytes`).toBe(false);
+    }
+    await until(() => answer.includes('upstream-ok GET /moving'));
+    expect(h.gate.active()).toBe(1);
+    // Now idle (the upstream keeps the connection alive for 5 s): the gate cuts it after 300 ms.
+    await until(() => closed, 3_000);
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ method: 'CONNECT', decision: 'allow', address: '127.0.0.1', port: upPort });
+    expect(h.gate.active()).toBe(0);
+  });
+
+  it('cuts a forwarded plain-HTTP request whose body stalls, at the idle timeout, audited', async () => {
+    const h = await startGate({ idleTimeoutMs: 300 });
+    const c = await rawClient(h.socketPath);
+    c.socket.write(`POST http://127.0.0.1:${upPort}/stalled HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\nContent-Length: 100\r\n\r\n0123456789`);
+    // 90 bytes of the body never come: without the idle timeout this request would hold its slot for 10 min.
+    const got = await within(c.closed, 3_000, 'stalled forwarded request');
+    expect(got).not.toContain('upstream-ok');
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ method: 'HTTP', decision: 'allow', address: '127.0.0.1', port: upPort });
+    expect(h.gate.active()).toBe(0);
+  });
+});
