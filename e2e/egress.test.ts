@@ -145,7 +145,12 @@ describe('egress: no way out but the gate', () => {
     for (const v of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) expect(env).toContain(`${v}=http://127.0.0.1:3128\n`);
     expect(env).toContain('NO_PROXY=localhost,127.0.0.1\n');
     expect(fs.statSync(path.join(home, 'run', A, 'egress.sock')).isSocket()).toBe(true);
-    expect(sh(A, 'test -S /run/grove/egress.sock').code).toBe(0);
+    // The gate's socket is the backend's to use (root in the sandbox); the agent's processes reach it only
+    // through the relay on 127.0.0.1:3128, never directly.
+    expect(dockerExec(container(A), ['test', '-S', '/run/grove/egress.sock'], { user: '0:0' }).code).toBe(0);
+    const direct = sh(A, 'test -e /run/grove/egress.sock; echo "exists=$?"; ls /run/grove');
+    expect(direct.out).toContain('exists=1');
+    expect(direct.out).toMatch(/permission denied/i);
   });
 });
 

@@ -138,10 +138,13 @@ export function containerOf(instance: string, slug: string): string | undefined 
   return out.split('\n').filter(Boolean)[0];
 }
 
-/** A command in a sandbox as the agent runs it (uid 1000; the container's own user is the backend's, root). */
-export function dockerExec(container: string, cmd: string[]): { code: number; out: string } {
+/**
+ * A command in a sandbox as the agent runs it (uid 1000). `user: '0:0'` runs it as the backend's own user (root in
+ * the container, with the container's three capabilities), standing in for a backend that was exploited.
+ */
+export function dockerExec(container: string, cmd: string[], o: { user?: string } = {}): { code: number; out: string } {
   try {
-    return { code: 0, out: execFileSync('docker', ['exec', '-u', '1000:1000', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+    return { code: 0, out: execFileSync('docker', ['exec', '-u', o.user ?? '1000:1000', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
   } catch (e) {
     const err = e as { status?: number; stdout?: string; stderr?: string };
     return { code: err.status ?? 1, out: `${err.stdout ?? ''}${err.stderr ?? ''}` };
