@@ -1,8 +1,10 @@
 import { request } from 'node:http';
+import { basename, dirname } from 'node:path';
 import { backendHealthSchema } from '@grove/contracts';
+import { verifyBackendSocket } from './backend-socket.ts';
 import type { BackendHealth } from '@grove/contracts';
 
-/** What the host reads of a backend's answer: the backend runs as the agent's user, so it is bounded. */
+/** What the host reads of a backend's answer: it serves what the agent builds, so it is bounded. */
 const MAX_BODY = 1 << 20;
 
 /**
@@ -11,7 +13,9 @@ const MAX_BODY = 1 << 20;
  * deadline for the whole call (connect, head and body), not an idle bound: a backend that drips its answer
  * a byte at a time holds the caller (a stop, a health probe) no longer than one that says nothing.
  */
-export function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path: string; body?: unknown; timeoutMs: number }): Promise<{ status: number; body: unknown }> {
+export async function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path: string; body?: unknown; timeoutMs: number }): Promise<{ status: number; body: unknown }> {
+  // Never a link or anything but the backend's own socket (backend-socket.ts); an absent one fails below as before.
+  await verifyBackendSocket(socketPath, basename(dirname(socketPath)), { absent: 'ok' });
   const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
   const headers: Record<string, string | number> = { host: 'grove-backend' };
   if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });

@@ -7,7 +7,7 @@ import { chownSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
 import type { SandboxSpec } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -28,11 +28,17 @@ let fake: FakeAnthropic;
 let host: HostServices | null = null;
 const turns: string[] = [];
 const relayed: RelayRecord[] = [];
+/** The backend's user in the sandbox (root there): the only one that can reach the host's sockets. */
+const BACKEND_USER = `${BACKEND_UID}:${BACKEND_GID}`;
 
-/** Runs a node script inside the sandbox as the agent's uid; `onLine` sees each stdout line as it comes. */
-function insideNode(script: string, args: string[], onLine: (line: string) => void = () => undefined): Promise<{ code: number; out: string; err: string }> {
+/**
+ * Runs a node script inside the sandbox, as the agent's uid unless `user` says otherwise; `onLine` sees each stdout
+ * line as it comes. The host's sockets are reachable only by the backend's user (root in the sandbox), so a flood
+ * of them stands for a backend the agent managed to exploit.
+ */
+function insideNode(script: string, args: string[], onLine: (line: string) => void = () => undefined, user = `${SANDBOX_UID}:${SANDBOX_GID}`): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', script, ...args]);
+    const p = spawn('docker', ['exec', '-u', user, containerName(INSTANCE, SLUG), 'node', '-e', script, ...args]);
     let out = '';
     let err = '';
     let partial = '';
@@ -90,8 +96,8 @@ const opts = target.startsWith('/') ? { socketPath: target } : { host: '127.0.0.
 })();
 `;
 
-async function callsInside(target: string, calls: Array<{ method: string; path: string; body?: unknown }>): Promise<Array<{ status: number; body: string }>> {
-  const r = await insideNode(CALLS, [target, JSON.stringify(calls)]);
+async function callsInside(target: string, calls: Array<{ method: string; path: string; body?: unknown }>, user?: string): Promise<Array<{ status: number; body: string }>> {
+  const r = await insideNode(CALLS, [target, JSON.stringify(calls)], undefined, user);
   return r.out.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l) as { status: number; body: string });
 }
 
@@ -131,10 +137,15 @@ async function flood(socket: string, count: number): Promise<{ report: { connect
   const sampler = setInterval(() => (peak = Math.max(peak, fds())), 20);
   let otherDuring: Promise<number> = Promise.resolve(-1);
   try {
-    const r = await insideNode(FLOOD, [`/run/grove/${socket}`, String(count), '1500'], () => {
-      peak = Math.max(peak, fds());
-      otherDuring = turnEndedFromHost(OTHER);
-    });
+    const r = await insideNode(
+      FLOOD,
+      [`/run/grove/${socket}`, String(count), '1500'],
+      () => {
+        peak = Math.max(peak, fds());
+        otherDuring = turnEndedFromHost(OTHER);
+      },
+      BACKEND_USER,
+    );
     const line = r.out.trim().split('\n')[0] ?? '';
     if (!line.startsWith('{')) throw new Error(`the flood did not run: ${r.out} ${r.err}`);
     return { report: JSON.parse(line) as { connected: number; refused: number; open: number }, grew: peak - baseline, otherDuring: await otherDuring };
@@ -153,7 +164,7 @@ beforeAll(async () => {
     project: 'lst',
     image: IMAGE,
     worktreePath: join(root, 'worktree'),
-    gitAdminDir: join(common, 'worktrees', 'a'),
+    sandboxGitDir: join(root, 'sandbox-git', SLUG),
     gitCommonDir: common,
     runDir: runDir(SLUG),
     threadDir: join(root, 'threads', SLUG),
@@ -161,10 +172,13 @@ beforeAll(async () => {
     env: { GROVE_SLUG: SLUG, GROVE_PROJECT: 'lst' },
     limits: { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 },
   };
-  for (const d of [spec.worktreePath, spec.gitAdminDir, runDir(SLUG), runDir(OTHER), spec.threadDir, spec.stateDir]) {
+  mkdirSync(join(common, 'worktrees'), { recursive: true });
+  for (const d of [spec.worktreePath, spec.sandboxGitDir, spec.stateDir]) {
     mkdirSync(d, { recursive: true });
     chownSync(d, SANDBOX_UID, SANDBOX_GID);
   }
+  // The backend's (root's, 0700), as core makes them.
+  for (const d of [runDir(SLUG), runDir(OTHER), spec.threadDir]) mkdirSync(d, { recursive: true, mode: 0o700 });
   host = new HostServices({
     logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
     runDir,
@@ -173,7 +187,7 @@ beforeAll(async () => {
       return { events: [] };
     },
     providerRelay: { upstream: new URL(fake.url), apiKey: `sk-ant-test-${randomBytes(8).toString('hex')}`, onRequest: (r) => relayed.push(r) },
-    socketOwner: { uid: SANDBOX_UID, gid: SANDBOX_GID },
+    socketOwner: { uid: BACKEND_UID, gid: BACKEND_GID },
   });
   await host.ensure(SLUG);
   await host.ensure(OTHER);
@@ -198,7 +212,9 @@ describe('host listeners under a hostile sandbox', () => {
   it.each([
     ['host.sock', HOOK_LIMITS.maxConnections],
     ['provider.sock', RELAY_LIMITS.maxConnections],
-  ] as const)('%s holds at most its connection cap against 1,500 connections from uid 1000; the other workspace answers meanwhile', async (socket, cap) => {
+  ] as const)('%s is out of the agent\'s reach, and holds at most its connection cap against 1,500 connections from the backend\'s user; the other workspace answers meanwhile', async (socket, cap) => {
+    const agent = await insideNode(FLOOD, [`/run/grove/${socket}`, '5', '0']);
+    expect(JSON.parse(agent.out.trim().split('\n')[0] ?? '{}')).toMatchObject({ connected: 0, refused: 5 });
     const { report, grew, otherDuring } = await flood(socket, 1_500);
     // The attack ran: the kernel accepted the connections, the server closed all but its cap.
     expect(report.connected + report.refused).toBe(1_500);
@@ -208,7 +224,7 @@ describe('host listeners under a hostile sandbox', () => {
     expect(grew).toBeLessThanOrEqual(cap + 24);
     expect(otherDuring).toBe(200);
     // Once the attacker is gone, the workspace's own backend reaches host.sock again.
-    const after = await callsInside('/run/grove/host.sock', [{ method: 'POST', path: '/turn-ended', body: { turn: 'turn-9', status: 'completed' } }]);
+    const after = await callsInside('/run/grove/host.sock', [{ method: 'POST', path: '/turn-ended', body: { turn: 'turn-9', status: 'completed' } }], BACKEND_USER);
     expect(after[0]?.status).toBe(200);
   }, 120_000);
 
