@@ -146,6 +146,21 @@ function getOverSocket(socketPath: string, path: string): Promise<{ status: numb
   });
 }
 
+/** POST JSON over the backend's Unix socket. */
+function postOverSocket(socketPath: string, path: string, body: unknown): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    const req = request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
 async function waitForHealth(socketPath: string, timeoutMs = 15_000): Promise<number> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -356,6 +371,22 @@ describe('docker driver: lifecycle', () => {
   it('runs the real backend, reachable over the socket in the host run dir', async () => {
     expect(await waitForHealth(join(fx.specs.a.runDir, 'backend.sock'))).toBe(200);
     expect(await driver.logs('proj~a', 50)).toContain('backend listening');
+  });
+
+  it("writes what the agent's tools make as the agent's user, and the thread as the backend's", async () => {
+    const socketPath = join(fx.specs.a.runDir, 'backend.sock');
+    expect(await waitForHealth(socketPath)).toBe(200);
+    const posted = await postOverSocket(socketPath, '/messages', { text: 'write made/by-agent.txt hello' });
+    expect(posted.status).toBe(202);
+    const file = join(fx.specs.a.worktreePath, 'made', 'by-agent.txt');
+    const deadline = Date.now() + 15_000;
+    while (!existsSync(file) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(readFileSync(file, 'utf8')).toBe('hello');
+    for (const p of [file, join(fx.specs.a.worktreePath, 'made')]) expect(statSync(p)).toMatchObject({ uid: SANDBOX_UID, gid: SANDBOX_GID });
+    const thread = statSync(join(fx.specs.a.threadDir, 'thread.jsonl'));
+    expect(thread.uid).toBe(0);
+    expect(statSync(socketPath)).toMatchObject({ uid: 0, mode: expect.any(Number) as number });
+    expect(statSync(socketPath).mode & 0o777).toBe(0o600);
   });
 
   it('ensure() is idempotent and reports the running container', async () => {
