@@ -5,30 +5,37 @@
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import type { Server } from 'node:http';
-import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EgressDecision } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
 import type { SandboxSpec } from '@grove/sandbox';
-import { isLoopback, parseIp } from './address.ts';
-import { loadCorpus } from './corpus.ts';
+// Core's own table of proxy variables: the sandbox gets exactly what core gives every workspace.
+import { PROXY_ENV } from '../../core/src/egress.ts';
+import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
 import type { Corpus } from './corpus.ts';
 import { createGate } from './gate.ts';
 import type { ConnectTarget, Gate } from './gate.ts';
 import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from './probe.ts';
 import type { ProbeCase, ProbeResult } from './probe.ts';
-import { staticResolver } from './resolver.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `e${randomBytes(4).toString('hex')}`;
 const SLUG = 'egr~probe';
 const RELAY = { host: '127.0.0.1', port: 3128 };
-const PROXY_ENV = { HTTPS_PROXY: 'http://127.0.0.1:3128', HTTP_PROXY: 'http://127.0.0.1:3128', https_proxy: 'http://127.0.0.1:3128', http_proxy: 'http://127.0.0.1:3128', NO_PROXY: 'localhost,127.0.0.1', no_proxy: 'localhost,127.0.0.1' };
+/** What docs/security.md promises every process in a sandbox, written out: not read from the code under test. */
+const PROMISED_ENV = [
+  'HTTPS_PROXY=http://127.0.0.1:3128',
+  'HTTP_PROXY=http://127.0.0.1:3128',
+  'NO_PROXY=localhost,127.0.0.1',
+  'http_proxy=http://127.0.0.1:3128',
+  'https_proxy=http://127.0.0.1:3128',
+  'no_proxy=localhost,127.0.0.1',
+];
 
 const driver = createDockerDriver({ instance: INSTANCE });
 const root = mkdtempSync(join(tmpdir(), 'grove-egress-docker-'));
@@ -42,23 +49,18 @@ let gate: Gate | null = null;
 const decisions: EgressDecision[] = [];
 const connects: ConnectTarget[] = [];
 const violations: ConnectTarget[] = [];
+/** Names the current gate looked up, in order (a new gate, a new resolver and a new list). */
+let resolved: string[] = [];
 
 async function startGate(): Promise<Gate> {
+  resolved = [];
   const g = createGate({
     slug: SLUG,
     socketPath,
     policy: corpus.policy,
     audit: (d) => decisions.push(d),
-    resolver: staticResolver(corpus.resolver),
-    connect: (t) => {
-      connects.push(t);
-      const ip = parseIp(t.address);
-      if (!ip || !isLoopback(ip)) {
-        violations.push(t);
-        throw new Error(`test connector refused non-loopback ${t.address}`);
-      }
-      return netConnect({ host: t.address, port: t.port });
-    },
+    resolver: corpusResolver(corpus, resolved),
+    connect: loopbackConnector({ corpus, log: connects, violations }),
     // Only the backend (root in the sandbox) connects, as in core.
     socketOwner: { uid: BACKEND_UID, gid: BACKEND_GID },
   });
@@ -164,15 +166,42 @@ describe('the SSRF corpus from inside a real sandbox', () => {
   it('is the only way out: the sandbox has only loopback, and the relay listens there', async () => {
     expect((await sh('ls /sys/class/net')).out.trim().split(/\s+/)).toEqual(['lo']);
     expect((await sh('cat /proc/net/route')).out.trim().split('\n')).toHaveLength(1); // header only: no IPv4 route at all
-    expect((await sh('env | grep -i _proxy= | sort')).out.trim().split('\n')).toEqual(
-      Object.entries(PROXY_ENV)
-        .map(([k, v]) => `${k}=${v}`)
-        .sort(),
-    );
+
+    // The environment the container really has, not the spec handed to the driver: the engine's
+    // record, and every process in it, read from the host (which sees all of them, whoever they run as).
+    const name = containerName(INSTANCE, SLUG);
+    const configEnv = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', name], { encoding: 'utf8' })) as string[];
+    expect(configEnv.filter((e) => /^(https?|no)_proxy=/i.test(e)).sort()).toEqual(PROMISED_ENV);
+    const pids = execFileSync('docker', ['top', name, '-eo', 'pid'], { encoding: 'utf8' }).trim().split('\n').slice(1).map((l) => l.trim());
+    expect(pids.length).toBeGreaterThan(0);
+    for (const pid of pids) {
+      const env = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+      expect(env, `pid ${pid}`).toContain(`GROVE_SLUG=${SLUG}`);
+      expect(env.filter((e) => /^(https?|no)_proxy=/i.test(e)).sort(), `pid ${pid}`).toEqual(PROMISED_ENV);
+    }
+
+    // Something listens on 127.0.0.1:3128 inside (a LISTEN row in the sandbox's own /proc/net/tcp) ...
+    const tcp = await sh('cat /proc/net/tcp');
+    expect(tcp.code, tcp.out).toBe(0);
+    const listening = tcp.out.split('\n').slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f[3] === '0A').map((f) => f[1]);
+    expect(listening).toContain('0100007F:0C38');
+    // ... and it is this workspace's gate that answers there: a name only this test uses comes back as
+    // the gate's refusal, and this gate audited it (it is not in the policy, so it is never resolved).
+    const marker = `relay-check-${INSTANCE}.test`;
+    const start = decisions.length;
+    const [r] = await probeInside([{ id: 'relay', text: `CONNECT ${marker}:443 HTTP/1.1\r\nHost: ${marker}:443\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status, r?.text).toBe(403);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_denied', rule: 'not-in-policy', host: marker });
+    await until(() => decisions.length > start);
+    expect(decisions.slice(start)).toEqual([expect.objectContaining({ slug: SLUG, host: marker, decision: 'deny', rule: 'not-in-policy' })]);
+    expect(resolved).not.toContain(marker);
   });
 
   it('denies every deny case before any connection, audits every case, and lets every allow case through', async () => {
     const start = decisions.length;
+    const connectsBefore = connects.length;
+    const resolvedBefore = resolved.length;
     const before = upstreamRequests.length;
     const results = await probeInside(probeCases(corpus.cases));
     await until(() => decisions.length - start === corpus.cases.length);
@@ -188,13 +217,17 @@ describe('the SSRF corpus from inside a real sandbox', () => {
         expect(mine[i], where).toMatchObject({ slug: SLUG, decision: 'deny', rule: c.rule, bytesIn: 0, bytesOut: 0 });
       } else {
         expect(res.body, where).toMatch(/^upstream-ok /);
-        expect(mine[i], where).toMatchObject({ slug: SLUG, decision: 'allow', rule: c.rule, address: '127.0.0.1', port: upPort });
+        expect(mine[i], where).toMatchObject({ slug: SLUG, decision: 'allow', rule: c.rule, address: c.address ?? '127.0.0.1', port: upPort });
         expect(mine[i]?.bytesIn, where).toBeGreaterThan(0);
       }
     });
     expect(violations).toEqual([]);
-    expect(connects.filter((t) => t.port !== upPort)).toEqual([]);
+    // One connection per allowed case, in order, to the address the gate checked.
+    expect(connects.slice(connectsBefore).map((t) => `${t.address}:${t.port}`)).toEqual(allowed.map((c) => `${c.address ?? '127.0.0.1'}:${upPort}`));
     expect(upstreamRequests.length - before).toBe(allowed.length);
+    // DNS rebinding: each name whose next answer would be 127.0.0.1 was looked up exactly once.
+    const lookups = resolved.slice(resolvedBefore);
+    for (const n of Object.keys(corpus.resolverSequences)) expect(lookups.filter((l) => l === n), n).toEqual([n]);
   });
 
   it('carries an ordinary client that honours http_proxy (git over HTTP) through the gate', async () => {
