@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
+import { scanRegistry } from './test-support/registry-scan.ts';
 import { git, gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
 import { startTestForge } from './test-support/test-forge.ts';
 import type { TestForge } from './test-support/test-forge.ts';
@@ -324,7 +325,14 @@ describe('publish', () => {
     expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(TOKEN);
     expect(readFileSync(join(home, 'config', 'demo.json'), 'utf8')).not.toContain(TOKEN);
     expect(JSON.stringify(await g.events({ limit: 1000 }))).not.toContain(TOKEN);
-    expect(readFileSync(join(home, 'grove.db')).includes(TOKEN)).toBe(false);
+    // The registry, read through SQL (rows still in the WAL included) and as raw files (grove.db, -wal, -shm).
+    // The pull request's address, written by the last publish, proves the scan sees the newest rows.
+    const registry = await scanRegistry(join(home, 'grove.db'));
+    expect(registry.tables).toEqual(expect.arrayContaining(['projects', 'workspaces', 'events']));
+    expect(registry.files).toContain(join(home, 'grove.db-wal'));
+    expect(registry.text).toContain(out.pullRequest.url);
+    expect(registry.text.includes(TOKEN)).toBe(false);
+    expect(registry.raw.includes(TOKEN)).toBe(false);
     expect(logs.length).toBeGreaterThan(0);
     expect(logs.join('')).not.toContain(TOKEN);
   });
