@@ -1,0 +1,101 @@
+// Test support: searches a running sandbox for secret values (provider key, forge token, Grove token), the
+// way an agent would look for them and more: every process's environment and command line (read inside as
+// uid 1000 and as root, and from the host, which sees every process whoever it runs as), the process list,
+// and every file but /proc, /sys and /dev (inside as uid 1000, and from the host through the container's
+// root, which reads every file whatever its owner).
+//
+// The secrets never enter the sandbox: environments and command lines are read back and searched here, and
+// grep gets its patterns on stdin (never in an argument or the environment, where the scan would plant them).
+// Each scan has a positive control that must be found (a canary in the scanning process's environment and in a
+// file, and the backend's GROVE_SLUG), so a scan that read nothing throws instead of reporting "not found".
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+
+export interface SecretHit {
+  secret: string;
+  where: string;
+}
+
+function exec(args: string[], input?: string): string {
+  const r = spawnSync('docker', args, { input, encoding: 'latin1', maxBuffer: 256 << 20 });
+  if (r.error) throw r.error;
+  return r.stdout;
+}
+
+function control(ok: boolean, what: string): void {
+  if (!ok) throw new Error(`secret scan is blind: ${what}`);
+}
+
+/** grep over every top-level directory of `root` but proc, sys and dev; patterns on stdin; prints each match. */
+function grepScript(root: string): string {
+  return [
+    'set --',
+    `for d in ${root}/* ${root}/.[!.]*; do case "$d" in ${root}/proc|${root}/sys|${root}/dev|'${root}/.[!.]*') ;; *) set -- "$@" "$d" ;; esac; done`,
+    // -D skip: never open a FIFO or a socket (a planted FIFO would hang the scan); -r does not follow links.
+    'grep -rhoasF -D skip -f - "$@"',
+    'echo "== scan done"',
+  ].join('\n');
+}
+
+/**
+ * Every place in the sandbox `container` where one of `secrets` appears, as `{secret, where}`; empty when
+ * none does. Throws when a positive control is missing (the scan would have been blind).
+ */
+export function findSecretsInSandbox(container: string, secrets: Record<string, string>): SecretHit[] {
+  const canary = `grove-scan-canary-${randomBytes(8).toString('hex')}`;
+  const hits: SecretHit[] = [];
+  const search = (text: string, where: string): void => {
+    for (const [name, value] of Object.entries(secrets)) if (text.includes(value)) hits.push({ secret: name, where });
+  };
+
+  // Environments and command lines of every process, as the agent (uid 1000) and as root inside.
+  for (const user of ['1000:1000', '0:0']) {
+    const out = exec(['exec', '-u', user, '-e', `GROVE_SCAN_CANARY=${canary}`, container, 'sh', '-c', 'for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; echo; done']);
+    control(out.includes(`GROVE_SCAN_CANARY=${canary}`), `the environments read as ${user} miss the scanner's own`);
+    control(out.includes('GROVE_SLUG='), `the environments read as ${user} miss the backend's`);
+    search(out, `a process environment or command line, read inside as ${user}`);
+  }
+
+  // Every process of the container from the host, and the process list with its arguments.
+  const top = execFileSync('docker', ['top', container, '-eo', 'pid,args'], { encoding: 'latin1' });
+  const pids = top
+    .trim()
+    .split('\n')
+    .slice(1)
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((p) => /^\d+$/.test(p));
+  control(pids.length > 0, 'docker top listed no process');
+  search(top, 'the process list (docker top pid,args)');
+  let slugs = 0;
+  for (const pid of pids) {
+    let text = '';
+    for (const f of ['environ', 'cmdline']) {
+      try {
+        text += fs.readFileSync(`/proc/${pid}/${f}`, 'latin1');
+      } catch {
+        // The process ended meanwhile.
+      }
+    }
+    if (text.includes('GROVE_SLUG=')) slugs++;
+    search(text, `the environment or command line of host pid ${pid}`);
+  }
+  control(slugs > 0, 'no process environment read from the host holds GROVE_SLUG');
+
+  // Files: a canary file planted by the agent's user must be found by both scans.
+  const plant = spawnSync('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', 'printf "%s\\n" "$1" > /tmp/.grove-scan-canary', 'sh', canary]);
+  control(plant.status === 0, 'could not plant the canary file');
+  const patterns = `${[...Object.values(secrets), canary].join('\n')}\n`;
+  try {
+    const inside = exec(['exec', '-i', '-u', '1000:1000', container, 'sh', '-c', grepScript('')], patterns);
+    control(inside.includes('== scan done') && inside.includes(canary), 'the file scan inside (uid 1000) did not find the canary file');
+    search(inside, 'a file readable by uid 1000 inside');
+    const pid = execFileSync('docker', ['inspect', '--format', '{{.State.Pid}}', container], { encoding: 'utf8' }).trim();
+    const host = spawnSync('sh', ['-c', grepScript(`/proc/${pid}/root`)], { input: patterns, encoding: 'latin1', maxBuffer: 256 << 20 });
+    control(host.stdout.includes('== scan done') && host.stdout.includes(canary), "the file scan from the host through the container's root did not find the canary file");
+    search(host.stdout, "a file in the container (read from the host through its root)");
+  } finally {
+    spawnSync('docker', ['exec', '-u', '1000:1000', container, 'rm', '-f', '/tmp/.grove-scan-canary']);
+  }
+  return hits;
+}
