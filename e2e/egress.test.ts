@@ -301,7 +301,7 @@ describe('isolation between workspaces', () => {
 });
 
 describe('no secret inside', () => {
-  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', () => {
+  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', async () => {
     // The sentinels are where the real secrets live: in the server's environment.
     const serverEnv = fs.readFileSync(`/proc/${s.child.pid}/environ`, 'latin1').split('\0');
     expect(serverEnv).toEqual(expect.arrayContaining([`ANTHROPIC_API_KEY=${PROVIDER_KEY}`, `GROVE_FORGE_TOKEN=${FORGE_TOKEN}`, `GROVE_TOKEN=${TOKEN}`]));
@@ -313,7 +313,7 @@ describe('no secret inside', () => {
     const env = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(A)], { encoding: 'utf8' })) as string[];
     expect(env.map((e) => e.split('=')[0] ?? '').filter(secretName)).toEqual([]);
     // And no value: environments, command lines, the process list and every file (each scan with a positive control).
-    expect(findSecretsInSandbox(container(A), { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_TOKEN: TOKEN })).toEqual([]);
+    expect(await findSecretsInSandbox(container(A), { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_TOKEN: TOKEN })).toEqual([]);
   });
 });
 

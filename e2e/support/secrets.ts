@@ -8,7 +8,7 @@
 // grep gets its patterns on stdin (never in an argument or the environment, where the scan would plant them).
 // Each scan has a positive control that must be found (a canary in the scanning process's environment and in a
 // file, and the backend's GROVE_SLUG), so a scan that read nothing throws instead of reporting "not found".
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 
@@ -17,10 +17,24 @@ export interface SecretHit {
   where: string;
 }
 
-function exec(args: string[], input?: string): string {
-  const r = spawnSync('docker', args, { input, encoding: 'latin1', maxBuffer: 256 << 20 });
-  if (r.error) throw r.error;
-  return r.stdout;
+/**
+ * Runs a command and gives back its exit code and stdout (latin1). Asynchronous on purpose: a scan takes
+ * seconds, and a blocked event loop would leave the harness's pooled keep-alive sockets stale.
+ */
+function run(cmd: string, args: string[], input?: string): Promise<{ code: number; out: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'ignore'] });
+    const chunks: Buffer[] = [];
+    child.stdout.on('data', (d: Buffer) => chunks.push(d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, out: Buffer.concat(chunks).toString('latin1') }));
+    child.stdin.on('error', () => undefined);
+    child.stdin.end(input ?? '');
+  });
+}
+
+async function exec(args: string[], input?: string): Promise<string> {
+  return (await run('docker', args, input)).out;
 }
 
 function control(ok: boolean, what: string): void {
@@ -42,7 +56,7 @@ function grepScript(root: string): string {
  * Every place in the sandbox `container` where one of `secrets` appears, as `{secret, where}`; empty when
  * none does. Throws when a positive control is missing (the scan would have been blind).
  */
-export function findSecretsInSandbox(container: string, secrets: Record<string, string>): SecretHit[] {
+export async function findSecretsInSandbox(container: string, secrets: Record<string, string>): Promise<SecretHit[]> {
   const canary = `grove-scan-canary-${randomBytes(8).toString('hex')}`;
   const hits: SecretHit[] = [];
   const search = (text: string, where: string): void => {
@@ -51,14 +65,14 @@ export function findSecretsInSandbox(container: string, secrets: Record<string, 
 
   // Environments and command lines of every process, as the agent (uid 1000) and as root inside.
   for (const user of ['1000:1000', '0:0']) {
-    const out = exec(['exec', '-u', user, '-e', `GROVE_SCAN_CANARY=${canary}`, container, 'sh', '-c', 'for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; echo; done']);
+    const out = await exec(['exec', '-u', user, '-e', `GROVE_SCAN_CANARY=${canary}`, container, 'sh', '-c', 'for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; echo; done']);
     control(out.includes(`GROVE_SCAN_CANARY=${canary}`), `the environments read as ${user} miss the scanner's own`);
     control(out.includes('GROVE_SLUG='), `the environments read as ${user} miss the backend's`);
     search(out, `a process environment or command line, read inside as ${user}`);
   }
 
   // Every process of the container from the host, and the process list with its arguments.
-  const top = execFileSync('docker', ['top', container, '-eo', 'pid,args'], { encoding: 'latin1' });
+  const top = await exec(['top', container, '-eo', 'pid,args']);
   const pids = top
     .trim()
     .split('\n')
@@ -83,19 +97,20 @@ export function findSecretsInSandbox(container: string, secrets: Record<string, 
   control(slugs > 0, 'no process environment read from the host holds GROVE_SLUG');
 
   // Files: a canary file planted by the agent's user must be found by both scans.
-  const plant = spawnSync('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', 'printf "%s\\n" "$1" > /tmp/.grove-scan-canary', 'sh', canary]);
-  control(plant.status === 0, 'could not plant the canary file');
+  const plant = await run('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', 'printf "%s\\n" "$1" > /tmp/.grove-scan-canary', 'sh', canary]);
+  control(plant.code === 0, 'could not plant the canary file');
   const patterns = `${[...Object.values(secrets), canary].join('\n')}\n`;
   try {
-    const inside = exec(['exec', '-i', '-u', '1000:1000', container, 'sh', '-c', grepScript('')], patterns);
+    const inside = await exec(['exec', '-i', '-u', '1000:1000', container, 'sh', '-c', grepScript('')], patterns);
     control(inside.includes('== scan done') && inside.includes(canary), 'the file scan inside (uid 1000) did not find the canary file');
     search(inside, 'a file readable by uid 1000 inside');
-    const pid = execFileSync('docker', ['inspect', '--format', '{{.State.Pid}}', container], { encoding: 'utf8' }).trim();
-    const host = spawnSync('sh', ['-c', grepScript(`/proc/${pid}/root`)], { input: patterns, encoding: 'latin1', maxBuffer: 256 << 20 });
-    control(host.stdout.includes('== scan done') && host.stdout.includes(canary), "the file scan from the host through the container's root did not find the canary file");
-    search(host.stdout, "a file in the container (read from the host through its root)");
+    const pid = (await exec(['inspect', '--format', '{{.State.Pid}}', container])).trim();
+    control(/^[1-9]\d*$/.test(pid), `the container has no process (pid "${pid}")`);
+    const host = await run('sh', ['-c', grepScript(`/proc/${pid}/root`)], patterns);
+    control(host.out.includes('== scan done') && host.out.includes(canary), "the file scan from the host through the container's root did not find the canary file");
+    search(host.out, 'a file in the container (read from the host through its root)');
   } finally {
-    spawnSync('docker', ['exec', '-u', '1000:1000', container, 'rm', '-f', '/tmp/.grove-scan-canary']);
+    await run('docker', ['exec', '-u', '1000:1000', container, 'rm', '-f', '/tmp/.grove-scan-canary']);
   }
   return hits;
 }
