@@ -49,6 +49,58 @@ let gate: Gate | null = null;
 const decisions: EgressDecision[] = [];
 const connects: ConnectTarget[] = [];
 const violations: ConnectTarget[] = [];
+const HEADERS_TIMEOUT_MS = 2_000;
+const MAX_TUNNELS = 64; // the gate's default, which this test's gate keeps
+
+/** Opens `n` tunnels through the relay at once and holds them; then one more; then frees one and retries. */
+const TUNNEL_LIMIT_SOURCE = String.raw`
+const net = require('net');
+const { target, n } = JSON.parse(process.argv[1]);
+function tunnel() {
+  return new Promise((resolve) => {
+    const s = net.connect(3128, '127.0.0.1');
+    let b = '';
+    const done = () => resolve({ s, head: b });
+    s.on('connect', () => s.write('CONNECT ' + target + ' HTTP/1.1\r\nHost: ' + target + '\r\n\r\n'));
+    s.on('data', (d) => { b += d; if (b.includes('\r\n\r\n')) done(); });
+    s.on('error', (e) => { b += 'ERR ' + e.code; done(); });
+    s.on('close', done);
+  });
+}
+(async () => {
+  const open = await Promise.all(Array.from({ length: n }, tunnel));
+  const ok = open.filter((t) => /^HTTP\/1\.1 200/.test(t.head)).length;
+  const over = await tunnel();
+  open[0].s.destroy();
+  let again = null;
+  for (let i = 0; i < 50; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    again = await tunnel();
+    if (/^HTTP\/1\.1 200/.test(again.head)) break;
+    again.s.destroy();
+  }
+  console.log(JSON.stringify({ ok, over: over.head, again: again && again.head }));
+  process.exit(0);
+})();
+`;
+
+/** Drips a request head through the relay, one byte every 200 ms, and reports what came back when it was closed. */
+const DRIP_SOURCE = String.raw`
+const net = require('net');
+const { target, giveUpMs } = JSON.parse(process.argv[1]);
+const s = net.connect(3128, '127.0.0.1');
+let b = '';
+let drip = null;
+s.on('connect', () => {
+  s.write('CONNECT ' + target + ' HTTP/1.1\r\nX-Drip: ');
+  drip = setInterval(() => s.write('x'), 200);
+});
+s.on('data', (d) => (b += d));
+s.on('error', () => undefined);
+s.on('close', () => { clearInterval(drip); console.log(JSON.stringify({ closed: true, text: b })); process.exit(0); });
+setTimeout(() => { console.log(JSON.stringify({ closed: false, text: b })); process.exit(0); }, giveUpMs);
+`;
+
 /** Names the current gate looked up, in order (a new gate, a new resolver and a new list). */
 let resolved: string[] = [];
 
@@ -61,6 +113,8 @@ async function startGate(): Promise<Gate> {
     audit: (d) => decisions.push(d),
     resolver: corpusResolver(corpus, resolved),
     connect: loopbackConnector({ corpus, log: connects, violations }),
+    // Shorter than the 10 s default only so the drip test below does not wait that long.
+    headersTimeoutMs: HEADERS_TIMEOUT_MS,
     // Only the backend (root in the sandbox) connects, as in core.
     socketOwner: { uid: BACKEND_UID, gid: BACKEND_GID },
   });
@@ -242,6 +296,34 @@ describe('the SSRF corpus from inside a real sandbox', () => {
     const denied = await sh('git ls-remote http://evil.test/repo.git 2>&1');
     expect(denied.code).not.toBe(0);
     expect(denied.out).toMatch(/403/);
+  });
+
+  it('limits a sandbox to 64 open tunnels: the next one is refused 429 tunnel-limit, and a freed slot is reused', async () => {
+    await until(() => gate?.active() === 0);
+    const start = decisions.length;
+    const arg = JSON.stringify({ target: `127.0.0.1:${upPort}`, n: MAX_TUNNELS });
+    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', TUNNEL_LIMIT_SOURCE, arg], { encoding: 'utf8' });
+    const out = JSON.parse(r.stdout) as { ok: number; over: string; again: string | null };
+    expect(out.ok).toBe(MAX_TUNNELS);
+    expect(out.over).toMatch(/^HTTP\/1\.1 429 /);
+    expect(out.over).toMatch(/\r\nx-grove-egress-rule: tunnel-limit\r\n/i);
+    expect(out.again).toMatch(/^HTTP\/1\.1 200 /);
+    await until(() => gate?.active() === 0);
+    const mine = decisions.slice(start);
+    expect(mine.filter((d) => d.decision === 'deny').map((d) => d.rule)).toContain('tunnel-limit');
+    expect(mine.filter((d) => d.decision === 'allow')).toHaveLength(MAX_TUNNELS + 1);
+  });
+
+  it('closes a client that drips its request head past the header timeout, before connecting anything', async () => {
+    const start = decisions.length;
+    const connectsBefore = connects.length;
+    const arg = JSON.stringify({ target: `127.0.0.1:${upPort}`, giveUpMs: HEADERS_TIMEOUT_MS + 8_000 });
+    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', DRIP_SOURCE, arg], { encoding: 'utf8' });
+    const out = JSON.parse(r.stdout) as { closed: boolean; text: string };
+    expect(out.closed, out.text).toBe(true);
+    expect(out.text).toMatch(/^HTTP\/1\.1 40[08] /);
+    expect(connects.length).toBe(connectsBefore);
+    expect(decisions.length).toBe(start);
   });
 
   it('without the gate there is no way out: the relay answers 502 and nothing is connected', async () => {
