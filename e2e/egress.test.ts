@@ -26,6 +26,9 @@ let s: RunningServer;
 let upstream: http.Server;
 let upPort = 0;
 let upstreamHits = 0;
+/** A second upstream on another port: a policy change can then drop one tunnel and keep the other. */
+let upstream2: http.Server;
+let upPort2 = 0;
 const A = 'demo~ea';
 const B = 'demo~eb';
 const RELAY = { host: '127.0.0.1', port: 3128 };
@@ -61,6 +64,50 @@ function node(slug: string, source: string, ...args: string[]): { code: number; 
 }
 
 const run = promisify(execFile);
+
+/**
+ * Runs inside a sandbox: holds a tunnel to `cut` and one to `kept` through the relay, says "ready", waits for
+ * a line on stdin (the host changes the policy meanwhile), then reports whether `cut` was closed and what a
+ * request through `kept` got back.
+ */
+const HOLD_TWO_SOURCE = String.raw`
+const net = require('net');
+const { cut, kept } = JSON.parse(process.argv[1]);
+function tunnel(target) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(3128, '127.0.0.1');
+    let b = '';
+    s.on('connect', () => s.write('CONNECT ' + target + ' HTTP/1.1\r\nHost: ' + target + '\r\n\r\n'));
+    s.on('error', reject);
+    s.on('data', function head(d) {
+      b += d;
+      if (!b.includes('\r\n\r\n')) return;
+      s.off('data', head);
+      if (!/^HTTP\/1\.1 200/.test(b)) reject(new Error(target + ': ' + b));
+      else resolve(s);
+    });
+  });
+}
+(async () => {
+  const a = await tunnel(cut);
+  const b = await tunnel(kept);
+  let cutClosed = false;
+  let keptClosed = false;
+  let text = '';
+  a.on('close', () => (cutClosed = true));
+  a.on('error', () => undefined);
+  b.on('error', () => undefined);
+  b.on('data', (d) => (text += d));
+  const report = (keptClosedEarly) => { process.stdout.write(JSON.stringify({ cutClosed, keptClosedEarly, kept: text })); process.exit(0); };
+  b.on('close', () => { keptClosed = true; });
+  process.stdout.write('ready\n');
+  await new Promise((r) => process.stdin.once('data', r));
+  for (let i = 0; i < 50 && !cutClosed; i++) await new Promise((r) => setTimeout(r, 100));
+  if (keptClosed) report(true);
+  b.on('close', () => report(false));
+  b.write('GET /kept-after-the-change HTTP/1.1\r\nHost: kept\r\nConnection: close\r\n\r\n');
+})().catch((e) => { process.stdout.write(JSON.stringify({ error: String(e) })); process.exit(3); });
+`;
 
 /** Asynchronous: the test upstream lives in this process and must keep answering while the probe runs. */
 async function probe(slug: string, cases: ProbeCase[]): Promise<ProbeResult[]> {
@@ -101,6 +148,10 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   const addr = upstream.address();
   upPort = typeof addr === 'object' && addr ? addr.port : 0;
+  upstream2 = http.createServer((req, res) => res.end(`upstream2-ok ${req.method} ${req.url}`));
+  await new Promise<void>((r) => upstream2.listen(0, '127.0.0.1', r));
+  const addr2 = upstream2.address();
+  upPort2 = typeof addr2 === 'object' && addr2 ? addr2.port : 0;
   s = await startServer({ home, env: SERVER_ENV });
   await waitRunning(s, 'demo');
   for (const name of ['ea', 'eb']) {
@@ -113,6 +164,7 @@ afterAll(async () => {
   await s?.stop();
   cleanup(home);
   await new Promise((r) => upstream?.close(r));
+  await new Promise((r) => upstream2?.close(r));
 });
 
 describe('egress: no way out but the gate', () => {
@@ -253,6 +305,56 @@ describe('egress: the policy decides, and every decision is audited', () => {
     }
     const changed = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(A)}&limit=1000`);
     expect(changed.body.events.some((e) => e.type === 'egress.policy')).toBe(true);
+  });
+
+  it('a PUT cuts the open tunnels the new policy no longer allows, and only those', async () => {
+    // A process in A holds a tunnel to each upstream; the new policy keeps only the second port.
+    const before = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort, upPort2] }] });
+    expect(before.status).toBe(200);
+    const child = spawn('docker', ['exec', '-i', container(A), 'node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('latin1')));
+    const exited = new Promise<void>((r) => child.on('close', () => r()));
+    try {
+      await waitFor('both tunnels up', async () => out.includes('ready\n'), 30_000);
+      const put = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort2] }] });
+      expect(put.status).toBe(200);
+      child.stdin.end('go\n');
+      await exited;
+    } finally {
+      child.kill();
+    }
+    const result = JSON.parse(out.slice(out.indexOf('ready\n') + 'ready\n'.length)) as { cutClosed: boolean; keptClosedEarly: boolean; kept: string };
+    expect(result.cutClosed).toBe(true);
+    expect(result.keptClosedEarly).toBe(false);
+    expect(parseResponse(result.kept).body).toBe('upstream2-ok GET /kept-after-the-change');
+    // The corpus policy back, for the tests that follow.
+    expect((await s.api('PUT', `/api/workspaces/${A}/egress`, loadCorpus(upPort).policy)).status).toBe(200);
+  });
+
+  it('a flood of denials from a sandbox is written as a budget of rows plus summaries that count every one', async () => {
+    // B is on the default policy: every CONNECT is denied. A port nothing else in this file uses keys the rows.
+    const port = 19;
+    const n = 200;
+    const cases: ProbeCase[] = Array.from({ length: n }, (_, i) => ({ id: `flood-${i}`, text: `CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n` }));
+    const results = await probe(B, cases);
+    expect(results.filter((r) => parseResponse(r.text).status === 403)).toHaveLength(n);
+    const counted = (events: GroveEvent[]): { rows: number; decisions: number; summaries: number } => {
+      const mine = events.filter((e) => e.type === 'egress.denied' && e.data.port === port);
+      const summaries = mine.filter((e) => typeof e.data.count === 'number');
+      return { rows: mine.length, summaries: summaries.length, decisions: mine.reduce((sum, e) => sum + (typeof e.data.count === 'number' ? e.data.count : 1), 0) };
+    };
+    // The summaries are written when the 10 s window ends.
+    const seen = await waitFor('every denial counted', async () => {
+      const r = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(B)}&type=egress.denied&limit=1000`);
+      const c = counted(r.body.events);
+      return c.decisions >= n ? c : undefined;
+    }, 40_000);
+    expect(seen.decisions).toBe(n);
+    expect(seen.summaries).toBeGreaterThan(0);
+    // At most 50 rows one by one per window (the burst may straddle two), plus a summary per window.
+    expect(seen.rows - seen.summaries).toBeLessThanOrEqual(100);
+    expect(seen.rows).toBeLessThan(n / 1.5);
   });
 
   it('keeps the policy and restarts the gate when the server restarts', async () => {
