@@ -402,6 +402,48 @@ describe('isolation between workspaces', () => {
   });
 });
 
+describe('the host reads nothing the sandbox plants', () => {
+  it('the last-message summary reads a regular thread file, but neither a link to a host file nor a FIFO planted in its place', async () => {
+    const line = (text: string): string => JSON.stringify({ seq: 0, turn: 'turn-1', at: new Date().toISOString(), kind: 'user', text });
+    const tag = randomBytes(4).toString('hex');
+    // A host file outside every mount, which a link planted in the thread dir would point at.
+    const target = path.join(home, `planted-${tag}.jsonl`);
+    fs.writeFileSync(target, `${line(`host-file-${tag}`)}\n`);
+    const lastMessage = async (): Promise<{ status: number; text: string }> => {
+      const r = await fetch(`${s.base}/api/workspaces/${encodeURIComponent(B)}/last-message`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+        signal: AbortSignal.timeout(15_000),
+      });
+      return { status: r.status, text: await r.text() };
+    };
+    const dir = '/var/lib/grove/thread';
+    const plant = (script: string): void => {
+      const r = sh(B, `cd ${dir} && ${script}`);
+      expect(r.code, r.out).toBe(0);
+    };
+    plant('if [ -e thread.jsonl ]; then mv thread.jsonl thread.jsonl.test-bak; fi');
+    try {
+      // The control: a regular file the sandbox writes is read and quoted.
+      plant(`printf '%s\\n' '${line(`regular-${tag}`)}' > thread.jsonl`);
+      const regular = await lastMessage();
+      expect(regular.status, regular.text).toBe(200);
+      expect(regular.text).toContain(`regular-${tag}`);
+      // A link to a host file: refused, the host file's content is never quoted.
+      plant(`rm thread.jsonl && ln -s '${target}' thread.jsonl`);
+      const linked = await lastMessage();
+      expect(linked.text).not.toContain(`host-file-${tag}`);
+      expect(linked.status).not.toBe(200);
+      // A FIFO: answered at once (nothing ever writes to it), not a request that hangs.
+      plant('rm thread.jsonl && mkfifo thread.jsonl');
+      const fifo = await lastMessage();
+      expect(fifo.status).not.toBe(200);
+      expect(fifo.text).not.toContain(tag);
+    } finally {
+      plant('rm -f thread.jsonl && if [ -e thread.jsonl.test-bak ]; then mv thread.jsonl.test-bak thread.jsonl; fi');
+    }
+  });
+});
+
 describe('no secret inside', () => {
   it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', async () => {
     // The sentinels are where the real secrets live: in the server's environment.
