@@ -445,7 +445,7 @@ describe('the host reads nothing the sandbox plants', () => {
 });
 
 describe('no secret inside', () => {
-  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', async () => {
+  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', { timeout: 120_000 }, async () => {
     // The sentinels are where the real secrets live: in the server's environment.
     const serverEnv = fs.readFileSync(`/proc/${s.child.pid}/environ`, 'latin1').split('\0');
     expect(serverEnv).toEqual(expect.arrayContaining([`ANTHROPIC_API_KEY=${PROVIDER_KEY}`, `GROVE_FORGE_TOKEN=${FORGE_TOKEN}`, `GROVE_TOKEN=${TOKEN}`]));

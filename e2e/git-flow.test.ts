@@ -37,7 +37,7 @@ afterAll(async () => {
 });
 
 describe('git flow', () => {
-  it('project from a file:// URL → fork → sandbox edits → checkpoint → diff → publish → merged → cleaned up; the token stays in the server', async () => {
+  it('project from a file:// URL → fork → sandbox edits → checkpoint → diff → publish → merged → cleaned up; the token stays in the server', { timeout: 180_000 }, async () => {
     const added = await s.api<{ project: Project }>('POST', '/api/projects', { name: 'app', source: `file://${upstream}` });
     expect(added.status).toBe(201);
     expect(added.body.project).toMatchObject({ name: 'app', defaultBranch: 'main' });
