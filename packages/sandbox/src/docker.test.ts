@@ -277,10 +277,15 @@ describe('docker driver: hardening, seen from inside the container', () => {
     // paths, so a mount of b's dirs anywhere would be seen too.
     const b = fx.specs.b;
     const tag = `grove-marker-${INSTANCE}`;
-    const planted = { own: [fx.specs.a.runDir, fx.specs.a.stateDir, fx.specs.a.threadDir], other: [b.worktreePath, b.runDir, b.stateDir, b.threadDir] };
+    // Own markers where the agent may read (its state and git dirs; the run and thread dirs are the backend's);
+    // b's in every dir of b's, its host-side admin dir in the common dir included.
+    const planted = {
+      own: [fx.specs.a.stateDir, fx.specs.a.sandboxGitDir],
+      other: [b.worktreePath, b.runDir, b.stateDir, b.threadDir, b.sandboxGitDir, join(fx.common, 'worktrees', 'b')],
+    };
     planted.own.forEach((d, i) => writeFileSync(join(d, `marker-a${i}`), `${tag}-a${i}\n`));
     planted.other.forEach((d, i) => writeFileSync(join(d, `marker-b${i}`), `${tag}-b${i}\n`));
-    const hidden = ['/var/run/docker.sock', '/run/docker.sock', b.worktreePath, b.runDir, b.stateDir, b.threadDir];
+    const hidden = ['/var/run/docker.sock', '/run/docker.sock', b.worktreePath, b.runDir, b.stateDir, b.threadDir, b.sandboxGitDir];
     const script = [
       'id -u',
       ...hidden.map((p) => `if [ -e '${p}' ] || [ -L '${p}' ]; then echo 'seen ${p}'; else echo 'absent ${p}'; fi`),
@@ -298,8 +303,6 @@ describe('docker driver: hardening, seen from inside the container', () => {
       for (const p of hidden) expect(lines, r.out).toContain(`absent ${p}`);
       expect(lines).toContain('own worktree');
       const found = lines.filter((l) => l.startsWith('found ')).map((l) => l.slice('found '.length));
-      // (b's git admin dir is not checked: it lies inside the common git dir, which every sandbox of the
-      // project mounts read-only today; issue 14 moves the admin dirs out of it.)
       expect(found.sort()).toEqual(planted.own.map((_, i) => `${tag}-a${i}`));
     } finally {
       for (const [k, dirs] of Object.entries(planted)) dirs.forEach((d, i) => rmSync(join(d, `marker-${k === 'own' ? 'a' : 'b'}${i}`), { force: true }));
