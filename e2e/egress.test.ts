@@ -311,7 +311,7 @@ describe('egress: the policy decides, and every decision is audited', () => {
     // A process in A holds a tunnel to each upstream; the new policy keeps only the second port.
     const before = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort, upPort2] }] });
     expect(before.status).toBe(200);
-    const child = spawn('docker', ['exec', '-i', container(A), 'node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { stdio: ['pipe', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString('latin1')));
     const exited = new Promise<void>((r) => child.on('close', () => r()));
@@ -404,6 +404,7 @@ describe('isolation between workspaces', () => {
 
 describe('the host reads nothing the sandbox plants', () => {
   it('the last-message summary reads a regular thread file, but neither a link to a host file nor a FIFO planted in its place', async () => {
+    // What the sandbox can write is what the host reads here: thread.jsonl, in a dir mounted from the host.
     const line = (text: string): string => JSON.stringify({ seq: 0, turn: 'turn-1', at: new Date().toISOString(), kind: 'user', text });
     const tag = randomBytes(4).toString('hex');
     // A host file outside every mount, which a link planted in the thread dir would point at.
@@ -417,8 +418,14 @@ describe('the host reads nothing the sandbox plants', () => {
       return { status: r.status, text: await r.text() };
     };
     const dir = '/var/lib/grove/thread';
+    // The agent cannot write the thread dir at all (it is the backend's) ...
+    const agent = sh(B, `touch ${dir}/planted-${tag} 2>&1; echo "code=$?"`);
+    expect(agent.out).toContain('code=1');
+    expect(agent.out).toMatch(/permission denied/i);
+    // ... so the plants below come from the backend's user (root in the container): a backend the agent
+    // exploited is still not trusted by the host.
     const plant = (script: string): void => {
-      const r = sh(B, `cd ${dir} && ${script}`);
+      const r = dockerExec(container(B), ['sh', '-c', `cd ${dir} && ${script}`], { user: '0:0' });
       expect(r.code, r.out).toBe(0);
     };
     plant('if [ -e thread.jsonl ]; then mv thread.jsonl thread.jsonl.test-bak; fi');
