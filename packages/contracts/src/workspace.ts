@@ -22,14 +22,16 @@ export type DiskUsage = z.infer<typeof diskUsageSchema>;
 /** From this share of bytes or inodes used, the card warns. */
 export const DISK_WARN_RATIO = 0.9;
 /**
- * Full: a write of a file's first block would fail. ext4 keeps a few blocks it never hands out, so "100%" is
- * "less than this left", not zero.
+ * Full: less than this left (or DISK_FULL_SLACK_RATIO of the total, if more). ext4 answers ENOSPC a little before
+ * its last block is handed out (block reservations for a write in flight, metadata), so "100%" is "almost nothing
+ * left", not zero: a 32 MiB image refused a write with 1.2 MiB still free.
  */
-export const DISK_FULL_SLACK_BYTES = 1024 * 1024;
+export const DISK_FULL_SLACK_BYTES = 4 * 1024 * 1024;
+export const DISK_FULL_SLACK_RATIO = 0.005;
 
 /** ok, warn (>= 90% of bytes or inodes), full (no room for another file, or no inode left). */
 export function diskLevel(d: DiskUsage): { level: 'ok' | 'warn' | 'full'; by: 'bytes' | 'inodes' | null } {
-  if (d.totalBytes - d.usedBytes < DISK_FULL_SLACK_BYTES) return { level: 'full', by: 'bytes' };
+  if (d.totalBytes - d.usedBytes < Math.max(DISK_FULL_SLACK_BYTES, d.totalBytes * DISK_FULL_SLACK_RATIO)) return { level: 'full', by: 'bytes' };
   if (d.usedInodes >= d.totalInodes) return { level: 'full', by: 'inodes' };
   if (d.usedBytes >= d.totalBytes * DISK_WARN_RATIO) return { level: 'warn', by: 'bytes' };
   if (d.usedInodes >= d.totalInodes * DISK_WARN_RATIO) return { level: 'warn', by: 'inodes' };

@@ -114,6 +114,8 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect(mountsUnder(home)).toEqual([]);
     expect(existsSync(image)).toBe(false);
     expect(existsSync(paths.volume(SLUG))).toBe(false);
+    expect(existsSync(targets.worktree)).toBe(false); // the empty mount points go with it
+    expect(existsSync(targets.state)).toBe(false);
     await vols.destroy(SLUG); // no-op
   });
 

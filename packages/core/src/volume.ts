@@ -111,6 +111,15 @@ function failed(what: string, e: unknown): GroveError {
   return new GroveError('spawn_failed', `${what}: ${detail}`, { cause: e });
 }
 
+async function rmdirIfEmpty(path: string): Promise<void> {
+  try {
+    await rmdir(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTEMPTY' && code !== 'EEXIST') throw e;
+  }
+}
+
 export interface VolumesOptions {
   paths: GrovePaths;
   quota: VolumeQuota;
@@ -230,7 +239,8 @@ export class Volumes {
     if (mountAt(table ?? (await mountTable()), root)?.root !== '/') return null;
     const s = await statfs(root);
     return {
-      usedBytes: (s.blocks - s.bfree) * s.bsize,
+      // bavail, not bfree: ext4 keeps a pool (2% up to 16 MiB) no unprivileged write gets; "used" is what the agent cannot have.
+      usedBytes: (s.blocks - s.bavail) * s.bsize,
       totalBytes: s.blocks * s.bsize,
       usedInodes: s.files - s.ffree,
       totalInodes: s.files,
@@ -252,29 +262,26 @@ export class Volumes {
    * Unmount the binds of the filesystem and the filesystem itself; the loop device goes with the last unmount
    * (mount -o loop sets autoclear). The image and its data stay. No error when nothing is mounted.
    */
-  async release(slug: string): Promise<void> {
+  async release(slug: string): Promise<string[]> {
     const root = await canonical(this.mountRoot(slug));
     const table = await mountTable();
     const fs = mountAt(table, root);
-    if (!fs) return;
+    if (!fs) return [];
     // Every other mount of this filesystem in our namespace is one of its binds; newest first.
-    const binds = table.filter((m) => m.dev === fs.dev && m.mountPoint !== root).reverse();
-    for (const b of binds) await this.umount(b.mountPoint);
+    const binds = table.filter((m) => m.dev === fs.dev && m.mountPoint !== root).map((m) => m.mountPoint).reverse();
+    for (const b of binds) await this.umount(b);
     await this.umount(root);
+    return binds;
   }
 
-  /** Release, then delete the image: only at teardown, after the work was saved and the state archived. */
+  /**
+   * Release, then delete the image: only at teardown, after the work was saved and the state archived. The
+   * mount points go too when empty (rmdir, never rm -r: a directory that still holds files is not ours to empty).
+   */
   async destroy(slug: string): Promise<void> {
-    await this.release(slug);
-    const dir = this.o.paths.volume(slug);
+    const binds = await this.release(slug);
     await rm(this.image(slug), { force: true });
-    // The mount root is an empty directory once unmounted; rmdir (not rm -r) so a mount that stayed is never emptied.
-    await rmdir(this.mountRoot(slug)).catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== 'ENOENT') throw e;
-    });
-    await rmdir(dir).catch((e: NodeJS.ErrnoException) => {
-      if (e.code !== 'ENOENT') throw e;
-    });
+    for (const p of [...binds, this.mountRoot(slug), this.o.paths.volume(slug)]) await rmdirIfEmpty(p);
   }
 
   private async umount(path: string): Promise<void> {
