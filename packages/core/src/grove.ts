@@ -1460,7 +1460,8 @@ class GroveImpl implements Grove {
     for (const slug of await this.volumeSlugs()) {
       if (this.inflight.has(slug)) continue;
       try {
-        await volumes.ensure(slug, this.volumeTargets({ slug, ...parseSlug(slug) }), { create: false });
+        // Held: another server on this host may be forking (making the image) or tearing down that slug right now.
+        await this.reconcileHeld(slug, () => volumes.ensure(slug, this.volumeTargets({ slug, ...parseSlug(slug) }), { create: false }));
       } catch (e) {
         this.log.error({ err: e, slug }, `disk image of ${slug} could not be mounted: ${reasonOf(e)}`);
       }

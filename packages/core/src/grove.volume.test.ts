@@ -3,7 +3,9 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { diskLevel, workspaceSchema } from '@grove/contracts';
+import { diskLevel, recoveryRefPrefix, workspaceSchema } from '@grove/contracts';
+import { openSqlite, workspaces } from '@grove/db';
+import { eq } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
 import { git } from './test-support/repo.ts';
@@ -138,5 +140,34 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(again.disk && diskLevel(again.disk)).toEqual({ level: 'full', by: 'inodes' });
     await until(async () => (await g.events({ slug: 'demo~full', type: 'workspace.disk_full' })).length === 2);
     expect((await g.events({ slug: 'demo~full', type: 'workspace.disk_full' })).map((e) => e.data.by).sort()).toEqual(['bytes', 'inodes']);
+  });
+
+  it('after a crash and a reboot, an orphan image is mounted again, its worktree saved to a recovery ref, then deleted', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'orph' }, { wait: true });
+    const wt = join(fx.home, 'worktrees', 'demo', 'orph');
+    writeFileSync(join(wt, 'precious.txt'), 'not committed\n');
+    await g.stop('demo~orph');
+    await g.close();
+    fx.groves.splice(0);
+    // What a crash in the middle of a teardown can leave: the row gone, its image and worktree still there.
+    const { db, close } = openSqlite({ file: join(fx.home, 'grove.db') });
+    try {
+      db.update(workspaces).set({ state: 'gone' }).where(eq(workspaces.slug, 'demo~orph')).run();
+    } finally {
+      await close();
+    }
+    unmountAll(fx.home); // and the reboot
+
+    const g2 = await open();
+    await g2.reconcile();
+    expect(mountsUnder(fx.home)).toEqual([]);
+    expect(existsSync(join(fx.home, 'volumes', 'demo~orph'))).toBe(false);
+    expect(existsSync(wt)).toBe(false);
+    const repo = join(fx.home, 'repos', 'demo');
+    const ref = git(repo, 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~orph'));
+    expect(ref).not.toBe('');
+    expect(git(repo, 'show', `${ref}:precious.txt`)).toBe('not committed');
+    expect((await g2.events({ slug: 'demo~orph', type: 'workspace.reconciled' })).map((e) => e.data.action)).toContain('removed-orphan-volume');
   });
 });

@@ -95,6 +95,13 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect((u1?.usedBytes ?? 0) - (u0?.usedBytes ?? 0)).toBeGreaterThanOrEqual(8 * 1024 * 1024);
     expect((u1?.usedInodes ?? 0) - (u0?.usedInodes ?? 0)).toBe(21);
     expect(() => writeFileSync(join(targets.worktree, 'huge'), Buffer.alloc(QUOTA.bytes, 1))).toThrow(/ENOSPC/);
+    // Deleting gives the host its disk back (mounted with discard: the sparse image's blocks are punched out).
+    const full = statSync(vols.image(SLUG)).blocks * 512;
+    expect(full).toBeGreaterThan(QUOTA.bytes * 0.8);
+    rmSync(join(targets.worktree, 'huge'));
+    rmSync(join(targets.worktree, 'big'));
+    execFileSync('sync');
+    expect(statSync(vols.image(SLUG)).blocks * 512).toBeLessThan(full / 2);
   });
 
   it('release unmounts everything (the loop device goes too); ensure after it keeps the data; destroy deletes the image', async () => {
