@@ -60,6 +60,8 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(listed?.disk?.totalBytes).toBe(ws.disk?.totalBytes);
 
     writeFileSync(join(state, 'session'), 'agent state');
+    // A FIFO the agent left in its state dir: the archive copy (out of the image) skips it, never opens it.
+    execFileSync('mkfifo', [join(state, 'pipe')]);
     await g.teardown('demo~q');
     expect(mountsUnder(fx.home)).toEqual([]);
     expect(existsSync(join(fx.home, 'volumes', 'demo~q'))).toBe(false);
@@ -67,7 +69,10 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(existsSync(state)).toBe(false);
     const archives = readdirSync(join(fx.home, 'archive'));
     expect(archives).toHaveLength(1);
+    expect(readdirSync(join(fx.home, 'archive', archives[0] ?? '', 'state'))).toEqual(['session']);
     expect(readFileSync(join(fx.home, 'archive', archives[0] ?? '', 'state', 'session'), 'utf8')).toBe('agent state');
+    const admin = join(fx.home, 'repos', 'demo', 'worktrees');
+    expect(existsSync(admin) ? readdirSync(admin) : []).toEqual([]); // git's admin entry went with the worktree
     expect((await g.get('demo~q')).disk).toBeNull();
   });
 
