@@ -126,6 +126,15 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     await vols.destroy(SLUG); // no-op
   });
 
+  it('a crash while the image was being made leaves nothing that blocks the next ensure', async () => {
+    await mkdir(paths.volume(SLUG), { recursive: true, mode: 0o700 });
+    writeFileSync(`${vols.image(SLUG)}.partial`, 'half an image');
+    expect(await vols.exists(SLUG)).toBe(false);
+    expect(await vols.ensure(SLUG, targets, { create: true })).toBe(true);
+    expect(existsSync(`${vols.image(SLUG)}.partial`)).toBe(false);
+    expect((await vols.usage(SLUG))?.totalInodes).toBeGreaterThanOrEqual(QUOTA.inodes);
+  });
+
   it('ensure without create does nothing when there is no image (a workspace from before quotas)', async () => {
     expect(await vols.ensure(SLUG, targets, { create: false })).toBe(false);
     expect(existsSync(paths.volume(SLUG))).toBe(false);

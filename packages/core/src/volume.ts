@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { constants } from 'node:fs';
-import { chown, lstat, mkdir, open, readFile, readdir, realpath, rm, rmdir, statfs } from 'node:fs/promises';
+import { chown, lstat, mkdir, open, readFile, readdir, realpath, rename, rm, rmdir, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { GroveError } from '@grove/contracts';
@@ -221,8 +221,12 @@ export class Volumes {
     await mkdir(this.o.paths.volumesRoot, { recursive: true, mode: 0o700 });
     await mkdirReal(dir, 0o700);
     const image = this.image(slug);
+    // Made under a temporary name and renamed once its filesystem exists: a crash part way leaves no image that
+    // looks real (an old temporary one is removed; the dir is host-only, so it is ours).
+    const partial = `${image}.partial`;
+    await rm(partial, { force: true });
     // O_EXCL | O_NOFOLLOW: a new file or nothing, never something already there.
-    const fh = await open(image, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    const fh = await open(partial, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     try {
       await fh.truncate(this.o.quota.bytes);
     } finally {
@@ -231,11 +235,12 @@ export class Volumes {
     try {
       // -m 0: no blocks reserved for root (the quota is the agent's); no journal: it would take host disk up front,
       // and the work that matters is saved to git by the host; lazy_itable_init: a sparse file reads as zeros.
-      await run('mkfs.ext4', ['-q', '-F', '-b', '4096', '-N', String(this.o.quota.inodes), '-m', '0', '-O', '^has_journal', '-E', 'lazy_itable_init=1,root_owner=0:0', '-L', 'grove', '--', image]);
+      await run('mkfs.ext4', ['-q', '-F', '-b', '4096', '-N', String(this.o.quota.inodes), '-m', '0', '-O', '^has_journal', '-E', 'lazy_itable_init=1,root_owner=0:0', '-L', 'grove', '--', partial]);
     } catch (e) {
-      await rm(image, { force: true });
+      await rm(partial, { force: true });
       throw failed(`could not make the filesystem of ${slug}'s disk image`, e);
     }
+    await rename(partial, image);
   }
 
   /**
@@ -300,6 +305,7 @@ export class Volumes {
   async destroy(slug: string): Promise<void> {
     const binds = await this.release(slug);
     await rm(this.image(slug), { force: true });
+    await rm(`${this.image(slug)}.partial`, { force: true });
     for (const p of [...binds, this.mountRoot(slug), this.o.paths.volume(slug)]) await rmdirIfEmpty(p);
   }
 
