@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -83,6 +83,8 @@ export async function removeDir(path: string): Promise<void> {
     await rm(path, { recursive: true, force: true });
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EBUSY') throw e;
+    // rm -r tries rmdir first and stops at EBUSY: empty it entry by entry (rm never follows a link).
+    for (const name of await readdir(path)) await rm(join(path, name), { recursive: true, force: true });
   }
 }
 

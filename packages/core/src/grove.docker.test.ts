@@ -260,7 +260,7 @@ describe('lifecycle with the Docker driver', () => {
     // What the crash left: a creating row, a worktree and a running container.
     expect(containers('demo~killed')).toHaveLength(1);
     expect(ls(join(home, 'worktrees', 'demo'))).toEqual(['killed']);
-    if (QUOTA) expect(mountsUnder(home)).toHaveLength(3); // its image, its worktree and state binds
+    if (QUOTA) expect(mountsUnder(home)).toHaveLength(4); // its image, and its worktree, state and git dir binds
 
     const grove = await createGrove({
       home,

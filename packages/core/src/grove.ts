@@ -616,9 +616,14 @@ class GroveImpl implements Grove {
         undo.baseCommit = baseCommit;
         row = (await this.store.update(row.id, { worktreePath: path })) ?? row;
         undo.worktree = true;
-        // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first.
+        // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
+        // empty dirs (what an earlier workspace of this slug left there is archived or removed).
         undo.volume = true;
-        await this.volumes?.ensure(slug, this.volumeTargets(row), { create: true });
+        if (this.volumes) {
+          await this.archive(slug, ['state']);
+          await removeDir(this.paths.sandboxGit(slug));
+          await this.volumes.ensure(slug, this.volumeTargets(row), { create: true });
+        }
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
@@ -1447,7 +1452,7 @@ class GroveImpl implements Grove {
 
   /** The host paths the disk image's dirs are bound onto: where the rest of Grove (and Docker) finds them. */
   private volumeTargets(row: { slug: string; project: string; name: string }): VolumeTargets {
-    return { worktree: this.paths.worktree(row.project, row.name), state: this.paths.state(row.slug) };
+    return { worktree: this.paths.worktree(row.project, row.name), state: this.paths.state(row.slug), git: this.paths.sandboxGit(row.slug) };
   }
 
   /**
@@ -1649,7 +1654,9 @@ class GroveImpl implements Grove {
       worktree: this.paths.worktree(row.project, row.name),
       branch: row.branch,
       hostAdminDir,
-      scratch: this.paths.scratchRoot,
+      // Files are renamed into the git dir, and rename cannot cross mounts: when the dir is bound from the disk
+      // image, they are made in it (random name, O_EXCL|O_NOFOLLOW, as for the worktree's .git; no sandbox runs now).
+      scratch: this.volumes && (await this.volumes.mounted(row.slug)) ? this.paths.sandboxGit(row.slug) : this.paths.scratchRoot,
       owner: canChown() ? OWNER : null,
       fresh: o.fresh,
     });

@@ -8,7 +8,7 @@ import { openSqlite, workspaces } from '@grove/db';
 import { eq } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
-import { git } from './test-support/repo.ts';
+import { git, gitInWorktree } from './test-support/repo.ts';
 import { volumesSupported } from './volume.ts';
 
 const supported = volumesSupported();
@@ -48,9 +48,11 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     const wt = join(fx.home, 'worktrees', 'demo', 'q');
     const state = join(fx.home, 'state', 'demo~q');
     const root = join(fx.home, 'volumes', 'demo~q', 'fs');
-    expect(mountsUnder(fx.home).sort()).toEqual([root, state, wt].sort());
+    const sandboxGit = join(fx.home, 'sandbox-git', 'demo~q');
+    expect(mountsUnder(fx.home).sort()).toEqual([root, sandboxGit, state, wt].sort());
+    expect(readFileSync(join(sandboxGit, 'HEAD'), 'utf8')).toBe('ref: refs/heads/grove/q\n');
     expect(readFileSync(join(wt, 'README.md'), 'utf8')).toContain('demo');
-    expect(git(wt, 'status', '--porcelain')).toBe('');
+    expect(gitInWorktree(wt, 'status', '--porcelain')).toBe('');
 
     const ws = await g.get('demo~q');
     expect(workspaceSchema.parse(ws).disk).toMatchObject({ totalBytes: expect.any(Number) as number, totalInodes: expect.any(Number) as number });
@@ -67,6 +69,7 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(existsSync(join(fx.home, 'volumes', 'demo~q'))).toBe(false);
     expect(existsSync(wt)).toBe(false);
     expect(existsSync(state)).toBe(false);
+    expect(existsSync(sandboxGit)).toBe(false);
     const archives = readdirSync(join(fx.home, 'archive'));
     expect(archives).toHaveLength(1);
     expect(readdirSync(join(fx.home, 'archive', archives[0] ?? '', 'state'))).toEqual(['session']);
@@ -108,7 +111,7 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(mountsUnder(fx.home).sort()).toEqual(before.sort());
     expect(readFileSync(join(wt, 'work.txt'), 'utf8')).toBe('unsaved work\n');
     // git still knows the worktree: reconcile mounted it before it pruned.
-    expect(git(wt, 'status', '--porcelain')).toBe('?? work.txt');
+    expect(gitInWorktree(wt, 'status', '--porcelain')).toBe('?? work.txt');
     const started = await g3.start('demo~r');
     expect(started.state).toBe('running');
     expect(readFileSync(join(wt, 'work.txt'), 'utf8')).toBe('unsaved work\n');

@@ -1,5 +1,6 @@
 // The disk and inode quota attacked from inside real sandboxes (issue 14, point 6: "3.3 GB through four bind mounts
-// in 2.5 s, 200k inodes in 8.4 s"): as uid 1000 the agent writes past its byte quota and past its inode quota, and
+// in 2.5 s, 200k inodes in 8.4 s"): as uid 1000 the agent writes past its byte quota (through /workspace, $HOME/.claude
+// and /grove/git, the three dirs it can write; run and thread are the backend's) and past its inode quota, and
 // gets ENOSPC; the host's disk holds no more than the quota; another workspace can still write; the card's figure
 // and workspace.disk_full say so. Real Docker engine, real loop devices, real git and SQLite. Needs root.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -87,7 +88,11 @@ describe.skipIf(skip !== null)('disk and inode quota, attacked from inside real 
     const state = agent('demo~hog', 'dd if=/dev/zero of="$HOME/.claude/fill" bs=1M count=16 2>&1; echo "exit=$?"');
     expect(state.out).toMatch(/No space left on device/);
     expect(state.out).toMatch(/exit=1/);
-    // What the host's disk took for all of it: the quota at most (256 + 16 MiB were asked).
+    // And the sandbox's own git dir (/grove/git, the one /workspace/.git names): the same quota.
+    const gitDir = agent('demo~hog', 'dd if=/dev/zero of=/grove/git/fill bs=1M count=16 2>&1; echo "exit=$?"');
+    expect(gitDir.out).toMatch(/No space left on device/);
+    expect(gitDir.out).toMatch(/exit=1/);
+    // What the host's disk took for all of it: the quota at most (256 + 16 + 16 MiB were asked).
     expect(hostBytes(home) - before).toBeLessThanOrEqual(QUOTA.bytes);
 
     // The user's side: the figure on the workspace says full, and workspace.disk_full is recorded.
@@ -107,7 +112,7 @@ describe.skipIf(skip !== null)('disk and inode quota, attacked from inside real 
     expect(otherDisk && diskLevel(otherDisk).level).toBe('ok');
 
     // Inodes: room for bytes again, then 5,000 empty files asked, the quota is 2,000.
-    expect(agent('demo~hog', 'rm -f /workspace/fill "$HOME/.claude/fill"').code).toBe(0);
+    expect(agent('demo~hog', 'rm -f /workspace/fill "$HOME/.claude/fill" /grove/git/fill').code).toBe(0);
     const inodes = agent('demo~hog', 'mkdir -p many && cd many && seq 1 5000 | xargs touch 2>&1 | head -n 1; ls | wc -l');
     expect(inodes.out).toMatch(/No space left on device/);
     const made = Number(inodes.out.trim().split('\n').at(-1));

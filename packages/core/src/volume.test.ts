@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPaths } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
+import { moveInto, removeDir } from './fsutil.ts';
 import { Volumes, volumesSupported } from './volume.ts';
 import type { VolumeTargets } from './volume.ts';
 
@@ -41,7 +42,7 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     homes.push(home);
     paths = createPaths(home);
     vols = new Volumes({ paths, quota: QUOTA, owner: { uid: 1000, gid: 1000 } });
-    targets = { worktree: paths.worktree('demo', 'quota'), state: paths.state(SLUG) };
+    targets = { worktree: paths.worktree('demo', 'quota'), state: paths.state(SLUG), git: paths.sandboxGit(SLUG) };
   });
   afterEach(() => {
     unmountAll(home);
@@ -60,7 +61,7 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect(st.blocks * 512).toBeLessThan(QUOTA.bytes / 2); // sparse: the host pays for what is written
     expect(statSync(paths.volume(SLUG)).mode & 0o777).toBe(0o700);
     const lines = readFileSync('/proc/self/mountinfo', 'utf8').split('\n');
-    for (const t of [vols.mountRoot(SLUG), targets.worktree, targets.state]) {
+    for (const t of [vols.mountRoot(SLUG), targets.worktree, targets.state, targets.git]) {
       const line = lines.find((l) => l.split(' ')[4] === t);
       expect(line, t).toBeDefined();
       expect(line?.split(' ')[5]).toMatch(/(^|,)nosuid(,|$)/);
@@ -70,7 +71,9 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect(readdirSync(targets.worktree)).toEqual([]);
     expect(statSync(targets.worktree).uid).toBe(1000);
     expect(statSync(targets.state).uid).toBe(1000);
+    expect(statSync(targets.git).uid).toBe(1000);
     expect(statSync(vols.mountRoot(SLUG)).uid).toBe(0);
+    expect(await vols.mounted(SLUG)).toBe(true);
     const u = await vols.usage(SLUG);
     expect(u?.totalBytes).toBeGreaterThan(QUOTA.bytes * 0.8);
     expect(u?.totalBytes).toBeLessThanOrEqual(QUOTA.bytes);
@@ -81,7 +84,7 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
   it('ensure is idempotent: a second call mounts nothing more', async () => {
     await vols.ensure(SLUG, targets, { create: true });
     const before = mountsUnder(home);
-    expect(before).toHaveLength(3);
+    expect(before).toHaveLength(4);
     expect(await vols.ensure(SLUG, targets, { create: true })).toBe(true);
     expect(mountsUnder(home)).toEqual(before);
   });
@@ -123,6 +126,7 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect(existsSync(paths.volume(SLUG))).toBe(false);
     expect(existsSync(targets.worktree)).toBe(false); // the empty mount points go with it
     expect(existsSync(targets.state)).toBe(false);
+    expect(existsSync(targets.git)).toBe(false);
     await vols.destroy(SLUG); // no-op
   });
 
@@ -133,6 +137,26 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect(await vols.ensure(SLUG, targets, { create: true })).toBe(true);
     expect(existsSync(`${vols.image(SLUG)}.partial`)).toBe(false);
     expect((await vols.usage(SLUG))?.totalInodes).toBeGreaterThanOrEqual(QUOTA.inodes);
+  });
+
+  it('removeDir and moveInto on a bound dir: emptied and left mounted (rmdir and rename of a mount point are EBUSY), FIFOs skipped', async () => {
+    await vols.ensure(SLUG, targets, { create: true });
+    await mkdir(join(targets.worktree, 'src', 'deep'), { recursive: true });
+    await writeFile(join(targets.worktree, 'src', 'deep', 'f'), 'x');
+    await removeDir(targets.worktree);
+    expect(readdirSync(targets.worktree)).toEqual([]);
+    expect(mountsUnder(home)).toContain(targets.worktree);
+
+    await writeFile(join(targets.state, 'session'), 'agent state');
+    await symlink('/etc/shadow', join(targets.state, 'link'));
+    execFileSync('mkfifo', [join(targets.state, 'pipe')]);
+    const dest = join(home, 'archive', 'state');
+    expect(await moveInto(targets.state, dest)).toBe(true);
+    expect(readdirSync(dest).sort()).toEqual(['link', 'session']);
+    expect(readFileSync(join(dest, 'session'), 'utf8')).toBe('agent state');
+    expect(lstatSync(join(dest, 'link')).isSymbolicLink()).toBe(true); // copied as a link, never followed
+    expect(readdirSync(targets.state)).toEqual([]);
+    expect(mountsUnder(home)).toContain(targets.state);
   });
 
   it('ensure without create does nothing when there is no image (a workspace from before quotas)', async () => {

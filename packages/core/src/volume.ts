@@ -32,8 +32,11 @@ export const DEFAULT_VOLUME_QUOTA: VolumeQuota = { bytes: 4 * 1024 ** 3, inodes:
 export const MIN_VOLUME_BYTES = 16 * 1024 ** 2;
 export const MIN_VOLUME_INODES = 64;
 
-/** The subdirectories of the filesystem, each bind-mounted onto the host path the rest of Grove uses for it. */
-export const VOLUME_DIRS = ['worktree', 'state'] as const;
+/**
+ * The subdirectories of the filesystem, each bind-mounted onto the host path the rest of Grove uses for it: the
+ * worktree (/workspace), the agent's state dir ($HOME/.claude) and the sandbox's own git dir (/grove/git).
+ */
+export const VOLUME_DIRS = ['worktree', 'state', 'git'] as const;
 export type VolumeDir = (typeof VOLUME_DIRS)[number];
 export type VolumeTargets = Record<VolumeDir, string>;
 
@@ -152,6 +155,11 @@ export class Volumes {
   /** The dir inside the mounted filesystem that is bind-mounted onto its target. */
   dirIn(slug: string, dir: VolumeDir): string {
     return join(this.mountRoot(slug), dir);
+  }
+
+  /** Whether the workspace's filesystem is mounted now (it then holds its worktree, state and git dir). */
+  async mounted(slug: string): Promise<boolean> {
+    return mountAt(await mountTable(), await canonical(this.mountRoot(slug)))?.root === '/';
   }
 
   async exists(slug: string): Promise<boolean> {
