@@ -17,7 +17,8 @@ import type { Grove } from './index.ts';
 import { makeSourceRepo } from './test-support/repo.ts';
 import { volumesSupported } from './volume.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+/** GROVE_IMAGE: a helper's own build of the image (docker/build-image.sh), else the shared one. */
+const IMAGE = process.env.GROVE_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `vol-${randomBytes(4).toString('hex')}`;
 const MIB = 1024 * 1024;
 const QUOTA = { bytes: 64 * MIB, inodes: 2_000 };
