@@ -159,7 +159,21 @@ export function git(cwd: string, ...args: string[]): string {
 export function cleanup(home: string): void {
   const ids = containersOf(instanceOf(home));
   if (ids.length) execFileSync('docker', ['rm', '-f', ...ids], { stdio: 'ignore' });
+  unmountUnder(home);
   fs.rmSync(home, { recursive: true, force: true });
+}
+
+/**
+ * Workspaces' disk images stay mounted when the server stops (they survive a restart by design): unmount what is
+ * under home, newest first, so removing it neither fails on a mount point nor leaves a loop device behind.
+ */
+export function unmountUnder(home: string): void {
+  const points = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => (l.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8))))
+    .filter((p) => p.startsWith(`${home}/`));
+  for (const p of points.reverse()) execFileSync('umount', ['--', p]);
 }
 
 /** Collect stream frames from /w/<slug>/stream until `until` says stop. */

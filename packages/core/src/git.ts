@@ -7,6 +7,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { simpleGit } from 'simple-git';
 import type { SimpleGit } from 'simple-git';
+import { isEmptyDir, removeDir } from './fsutil.ts';
 
 /**
  * The git operations core needs, over simple-git. Worktrees are chowned to the sandbox uid while the host
@@ -184,7 +185,8 @@ export async function ensureWorktree(
   opts: { path: string; branch: string; base: string; beforeRemove?: () => Promise<unknown> },
 ): Promise<EnsureWorktreeResult> {
   const { path, branch, base } = opts;
-  if (!existsSync(path)) {
+  // An empty directory git does not know is vacant too: the worktree's disk image is mounted there before the add.
+  if (!existsSync(path) || ((await isEmptyDir(path)) && !(await findWorktree(repo, path)))) {
     // The common case, a new fork: nothing at the path, so no `worktree list` to look for one.
     await mkdir(dirname(path), { recursive: true });
     const createdBranch = !(await branchExists(repo, branch));
@@ -226,7 +228,8 @@ export async function removeWorktree(repo: string, path: string): Promise<void> 
       // The directory may already be gone; rm + prune below finish the job.
     }
   }
-  await rm(path, { recursive: true, force: true });
+  // removeDir: a worktree bound from the workspace's disk image is a mount point, emptied here and unmounted later.
+  await removeDir(path);
   await prune(repo);
 }
 

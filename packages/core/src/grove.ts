@@ -22,8 +22,9 @@ import {
   putOverlayFileRequestSchema,
   projectConfigPatchSchema,
   sourceKind,
+  diskLevel,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
+import type { Capacity, DiskUsage, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
@@ -32,7 +33,7 @@ import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
 import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
@@ -70,6 +71,8 @@ import type { GrovePaths } from './paths.ts';
 import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
 import type { Registry, Release } from './registry.ts';
 import { openRegistry } from './store.ts';
+import { Volumes, volumesSupported } from './volume.ts';
+import type { VolumeTargets } from './volume.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
@@ -90,6 +93,8 @@ const MAX_SOCKET_PATH_BYTES = 107;
 /** The idle sweep runs every half idle period, within these bounds. */
 const IDLE_SWEEP_MIN_MS = 50;
 const IDLE_SWEEP_MAX_MS = 60_000;
+/** How often the disk quota of running workspaces is read, so workspace.disk_full is recorded when it fills. */
+const DEFAULT_DISK_WATCH_MS = 15_000;
 
 type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
@@ -103,6 +108,8 @@ interface Undo {
   worktree: boolean;
   branchCreated: boolean;
   baseCommit: string | null;
+  /** The workspace's disk image may exist (it is made before the worktree is added in it). */
+  volume: boolean;
 }
 
 /** Run fn, then end the hold (a Release never rejects). */
@@ -181,6 +188,11 @@ class GroveImpl implements Grove {
   private closed = false;
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private sweeping = false;
+  /** Per-workspace disk images (the disk and inode quota); null when no quota applies. */
+  private readonly volumes: Volumes | null = null;
+  /** Slugs whose disk was full at the last look: workspace.disk_full is recorded once per crossing. */
+  private readonly diskFull = new Set<string>();
+  private readonly diskTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly opts: GroveOptions,
@@ -232,6 +244,16 @@ class GroveImpl implements Grove {
       // The sweep never keeps a process alive on its own; close() clears it.
       this.idleTimer.unref();
     }
+    if (opts.diskQuota) {
+      const ok = volumesSupported();
+      if (ok.ok) {
+        this.volumes = new Volumes({ paths, quota: opts.diskQuota, owner });
+        this.diskTimer = setInterval(() => void this.watchDisks(), opts.diskWatchMs ?? DEFAULT_DISK_WATCH_MS);
+        this.diskTimer.unref();
+      } else {
+        this.log.warn({ reason: ok.reason }, `no disk quota for workspaces: ${ok.reason}`);
+      }
+    }
     this.flow = new GitFlow({
       paths,
       log: opts.logger,
@@ -274,7 +296,8 @@ class GroveImpl implements Grove {
       for (const r of rows) newest.set(r.slug, r);
       shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
     }
-    return { workspaces: shown.map((r) => toWorkspace(r, positions.get(r.id) ?? null)), capacity };
+    const disks = await this.disksOf(shown);
+    return { workspaces: shown.map((r) => ({ ...toWorkspace(r, positions.get(r.id) ?? null), disk: disks.get(r.slug) ?? null })), capacity };
   }
 
   async capacity(): Promise<Capacity> {
@@ -285,7 +308,7 @@ class GroveImpl implements Grove {
     validSlug(slug);
     const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row) throw notFound(slug);
-    return this.view(row);
+    return { ...(await this.view(row)), disk: (await this.disksOf([row])).get(slug) ?? null };
   }
 
   /** The API shape of a row, with its place in the line when it is queued. */
@@ -576,7 +599,7 @@ class GroveImpl implements Grove {
     // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
     const now = await this.store.byId(reserved.id);
     if (now?.state !== 'creating') throw invalidState(now ?? reserved, 'create');
-    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null };
+    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null, volume: false };
     let step: Step = 'worktree';
     try {
       const repo = this.paths.repo(project);
@@ -593,6 +616,14 @@ class GroveImpl implements Grove {
         undo.baseCommit = baseCommit;
         row = (await this.store.update(row.id, { worktreePath: path })) ?? row;
         undo.worktree = true;
+        // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
+        // empty dirs (what an earlier workspace of this slug left there is archived or removed).
+        undo.volume = true;
+        if (this.volumes) {
+          await this.archive(slug, ['state']);
+          await removeDir(this.paths.sandboxGit(slug));
+          await this.volumes.ensure(slug, this.volumeTargets(row), { create: true });
+        }
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
@@ -668,17 +699,20 @@ class GroveImpl implements Grove {
   /** Undo a fork: container, worktree (+ the branch when this fork created it and it holds no work), dirs, thread. Never throws. */
   private async rollbackFork(row: WorkspaceRow, undo: Undo): Promise<string[]> {
     const problems: string[] = [];
-    const attempt = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+    const attempt = async (what: string, fn: () => Promise<unknown>): Promise<boolean> => {
       try {
         await fn();
+        return true;
       } catch (e) {
         problems.push(`${what}: ${reasonOf(e)}`);
         this.log.warn({ err: e, slug: row.slug }, `rollback of ${row.slug}: ${what} failed`);
+        return false;
       }
     };
     await attempt('remove container', () => this.opts.driver.remove(row.slug));
+    let worktreeGone = true;
     if (undo.worktree) {
-      await attempt('remove worktree', () =>
+      worktreeGone = await attempt('remove worktree', () =>
         this.lock.withLock(row.project, async () => {
           const repo = this.paths.repo(row.project);
           // A fork never served anyone, so this is normally a no-op; when it cannot save, the worktree stays.
@@ -696,6 +730,9 @@ class GroveImpl implements Grove {
       await removeDir(this.paths.sandboxGit(row.slug));
     });
     await attempt('archive thread', () => this.archive(row.slug, ['thread']));
+    // The disk image goes with the worktree in it; a worktree kept because its work could not be saved keeps it.
+    const volumes = this.volumes;
+    if (undo.volume && worktreeGone && volumes) await attempt('remove disk image', () => volumes.destroy(row.slug));
     return problems;
   }
 
@@ -816,6 +853,8 @@ class GroveImpl implements Grove {
       const repo = this.paths.repo(project);
       const path = this.paths.worktree(project, row.name);
       const wt = await this.lock.withLock(project, async () => {
+        // The disk image (mounted again after a reboot) before the worktree in it is looked at.
+        await this.volumes?.ensure(slug, this.volumeTargets(row), { create: false });
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef, beforeRemove: () => this.saveBeforeRemoval(row, 'start') });
         // Host-side git may have written root-owned files since the last start.
         await chownTree(path, OWNER.uid, OWNER.gid);
@@ -906,6 +945,9 @@ class GroveImpl implements Grove {
     await removeDir(this.paths.run(slug));
     await removeDir(this.paths.sandboxGit(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
+    // The disk image last: its worktree was saved and removed, its state archived.
+    await this.volumes?.destroy(slug);
+    this.diskFull.delete(slug);
     const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
     await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
@@ -1180,6 +1222,8 @@ class GroveImpl implements Grove {
       (err) => this.log.warn({ err }, `lost the sandbox event stream, following it again: ${reasonOf(err)}`),
     );
     const released = await this.lock.releaseStale();
+    // Disk images first (after a reboot none is mounted): everything below reads the worktrees inside them.
+    await this.reconcileVolumes();
     const containers = await this.opts.driver.list();
     const listed = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
@@ -1227,6 +1271,7 @@ class GroveImpl implements Grove {
         this.log.error({ err: e, project: p.name }, `worktree reconcile of ${p.name} failed: ${reasonOf(e)}`);
       }
     }
+    await this.removeOrphanVolumes();
     await this.reconcileGates();
     await this.reconcileHostServices();
     // From now on the server serves: fetch projects and follow published workspaces' pull requests.
@@ -1363,6 +1408,7 @@ class GroveImpl implements Grove {
       // default workspace reuses grove/default: only trust the event for it.
       branchCreated: prepared ? prepared.data.branchCreated === true : !row.isDefault,
       baseCommit: recordedBase ?? (await this.lock.withLock(row.project, () => resolveCommit(repo, row.baseRef)).catch(() => null)),
+      volume: true,
     };
     const problems = await this.rollbackFork(row, undo);
     await this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');
@@ -1402,6 +1448,103 @@ class GroveImpl implements Grove {
     return removed;
   }
 
+  // ---- disk quota ----
+
+  /** The host paths the disk image's dirs are bound onto: where the rest of Grove (and Docker) finds them. */
+  private volumeTargets(row: { slug: string; project: string; name: string }): VolumeTargets {
+    return { worktree: this.paths.worktree(row.project, row.name), state: this.paths.state(row.slug), git: this.paths.sandboxGit(row.slug) };
+  }
+
+  /**
+   * Mount every disk image under <home>/volumes (after a reboot none is): a live workspace's, and an orphan's
+   * (a teardown or rolled-back fork cut short) so reconcileWorktrees can save what its worktree holds. Never makes one.
+   */
+  private async reconcileVolumes(): Promise<void> {
+    const volumes = this.volumes;
+    if (!volumes) return;
+    for (const slug of await this.volumeSlugs()) {
+      if (this.inflight.has(slug)) continue;
+      try {
+        // Held: another server on this host may be forking (making the image) or tearing down that slug right now.
+        await this.reconcileHeld(slug, () => volumes.ensure(slug, this.volumeTargets({ slug, ...parseSlug(slug) }), { create: false }));
+      } catch (e) {
+        this.log.error({ err: e, slug }, `disk image of ${slug} could not be mounted: ${reasonOf(e)}`);
+      }
+    }
+  }
+
+  /** Delete the disk images no live workspace owns once reconcileWorktrees has saved and removed their worktree. */
+  private async removeOrphanVolumes(): Promise<void> {
+    const volumes = this.volumes;
+    if (!volumes) return;
+    for (const slug of await this.volumeSlugs()) {
+      if ((await this.store.live(slug)) || this.inflight.has(slug)) continue;
+      const { project, name } = parseSlug(slug);
+      try {
+        const removed = await this.reconcileHeld(slug, async () => {
+          if (await this.store.live(slug)) return false;
+          // A worktree whose work could not be saved is still there: its image stays with it.
+          const worktree = this.paths.worktree(project, name);
+          if (existsSync(worktree) && !(await isEmptyDir(worktree))) return false;
+          await this.archive(slug, ['state']);
+          await volumes.destroy(slug);
+          return true;
+        });
+        if (removed) await this.emit(slug, 'workspace.reconciled', { action: 'removed-orphan-volume' });
+      } catch (e) {
+        this.log.error({ err: e, slug }, `orphan disk image of ${slug} could not be removed: ${reasonOf(e)}`);
+      }
+    }
+  }
+
+  /** The slugs with a directory under <home>/volumes (anything else there is not Grove's and left alone). */
+  private async volumeSlugs(): Promise<string[]> {
+    if (!existsSync(this.paths.volumesRoot)) return [];
+    return (await readdir(this.paths.volumesRoot)).filter((n) => {
+      try {
+        validSlug(n);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** Disk usage of the given rows' images, live ones only (a failed or gone row has none). */
+  private async disksOf(rows: readonly WorkspaceRow[]): Promise<Map<string, DiskUsage>> {
+    if (!this.volumes) return new Map();
+    const live = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state)).map((r) => r.slug);
+    const disks = await this.volumes.usageOf(live);
+    for (const r of rows) {
+      const d = disks.get(r.slug);
+      if (d) this.noteDisk(r, d);
+    }
+    return disks;
+  }
+
+  /** Read every running workspace's disk, so a quota that fills is recorded without anyone asking. */
+  private async watchDisks(): Promise<void> {
+    if (this.closed || !this.volumes) return;
+    try {
+      await this.disksOf(await this.store.rows({ states: ['running'] }));
+    } catch (e) {
+      this.log.warn({ err: e }, `disk quota check failed: ${reasonOf(e)}`);
+    }
+  }
+
+  /** workspace.disk_full when the disk becomes full (once, until it has room again). */
+  private noteDisk(row: WorkspaceRow, d: DiskUsage): void {
+    const { level, by } = diskLevel(d);
+    if (level !== 'full') {
+      this.diskFull.delete(row.slug);
+      return;
+    }
+    if (this.diskFull.has(row.slug)) return;
+    this.diskFull.add(row.slug);
+    this.log.warn({ slug: row.slug, by, ...d }, `the disk quota of ${row.slug} is used up (${by})`);
+    this.emitSoon(row.slug, 'workspace.disk_full', { workspaceId: row.id, by, ...d });
+  }
+
   // ---- lifecycle plumbing ----
 
   async close(): Promise<void> {
@@ -1409,6 +1552,7 @@ class GroveImpl implements Grove {
     this.closed = true;
     this.unwatch?.();
     if (this.idleTimer) clearInterval(this.idleTimer);
+    if (this.diskTimer) clearInterval(this.diskTimer);
     this.flow.stopWatch();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
@@ -1510,7 +1654,9 @@ class GroveImpl implements Grove {
       worktree: this.paths.worktree(row.project, row.name),
       branch: row.branch,
       hostAdminDir,
-      scratch: this.paths.scratchRoot,
+      // Files are renamed into the git dir, and rename cannot cross mounts: when the dir is bound from the disk
+      // image, they are made in it (random name, O_EXCL|O_NOFOLLOW, as for the worktree's .git; no sandbox runs now).
+      scratch: this.volumes && (await this.volumes.mounted(row.slug)) ? this.paths.sandboxGit(row.slug) : this.paths.scratchRoot,
       owner: canChown() ? OWNER : null,
       fresh: o.fresh,
     });
