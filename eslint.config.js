@@ -21,11 +21,12 @@ export default tseslint.config(
   },
   { files: ['packages/sandbox/**'], rules: { 'no-restricted-imports': 'off' } },
   // Host git runs over trees the agent writes: only git-exec.ts may start it (fresh environment, explicit GIT_DIR,
-  // neutered config, deadline), and nothing else in core starts processes. fsutil.ts runs coreutils `chown -R -h -P`
-  // (fts with fchownat relative to directory fds: no link followed, even mid-walk).
+  // neutered config, deadline). The other modules that start processes run no git (git-exec.test.ts checks):
+  // fsutil.ts runs coreutils `chown -R -h -P` (fts with fchownat relative to directory fds: no link followed, even
+  // mid-walk), volume.ts the disk-image tools.
   {
     files: ['packages/core/src/**/*.ts'],
-    ignores: ['packages/core/src/**/*.test.ts', 'packages/core/src/test-support/**', 'packages/core/src/git-exec.ts', 'packages/core/src/fsutil.ts'],
+    ignores: ['packages/core/src/**/*.test.ts', 'packages/core/src/test-support/**', 'packages/core/src/git-exec.ts', 'packages/core/src/fsutil.ts', 'packages/core/src/volume.ts'],
     rules: {
       'no-restricted-imports': ['error', {
         paths: [

@@ -1,18 +1,22 @@
 // Real agents through the real server: the project config API picks Claude Code for new workspaces, the
 // server's ANTHROPIC_API_KEY reaches a local fake Messages API only through the credential relay, the
 // allowed paths hold after every turn, and POST /api/workspaces/:slug/undo walks the turns back.
+import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
 import { startFakeAnthropic } from '../packages/core/src/test-support/fake-anthropic.ts';
-import { openStream, useServer } from './harness.ts';
+import { TOKEN, containerOf, openStream, useServer } from './harness.ts';
+import { findSecretsInSandbox } from './support/secrets.ts';
 
-const KEY = `sk-ant-e2e-${randomBytes(12).toString('hex')}`;
+const KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
+// Not used by this test's flow: planted so the sandbox scan below can show it never gets in.
+const FORGE_TOKEN = `grove-forge-SENTINEL-${randomBytes(12).toString('hex')}`;
 const fake = await startFakeAnthropic();
 afterAll(() => fake.close());
-const fx = useServer('agents', { ANTHROPIC_API_KEY: KEY, GROVE_ANTHROPIC_UPSTREAM: fake.url });
+const fx = useServer('agents', { ANTHROPIC_API_KEY: KEY, GROVE_ANTHROPIC_UPSTREAM: fake.url, GROVE_FORGE_TOKEN: FORGE_TOKEN });
 
 describe('agents through the server', () => {
   it('claude per project config, key only upstream, allowed paths enforced, undo twice over the API', { timeout: 240_000 }, async () => {
@@ -53,6 +57,17 @@ describe('agents through the server', () => {
       const u3 = await fx.s.api<{ code: string }>('POST', `/api/workspaces/${slug}/undo`);
       expect(u3.status).toBe(409);
       expect(u3.body.code).toBe('invalid_state');
+
+      // Mid-turn, while Claude Code runs and streams through the relay: the key, the forge token and the
+      // Grove token are nowhere in the sandbox, by value (environments, process list, files).
+      const slow = await fx.s.api<{ turn: string }>('POST', `/w/${slug}/messages`, { text: 'slow' });
+      expect(slow.status).toBe(202);
+      await stream.until((f) => f.type === 'delta' && f.turn === slow.body.turn && f.text.startsWith('tick'), 120_000);
+      const container = containerOf(fx.s.instance, slug) ?? '';
+      expect(execFileSync('docker', ['top', container, '-eo', 'pid,args'], { encoding: 'utf8' })).toMatch(/claude -p /); // the scan runs mid-turn
+      expect(await findSecretsInSandbox(container, { ANTHROPIC_API_KEY: KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_TOKEN: TOKEN })).toEqual([]);
+      expect((await fx.s.api('POST', `/w/${slug}/turn/cancel`)).status).toBe(202);
+      await stream.until((f) => f.type === 'line' && f.line.kind === 'turn_end' && f.line.turn === slow.body.turn, 60_000);
     } finally {
       stream.close();
     }

@@ -5,6 +5,7 @@
 // The only connect() toward another address (192.0.2.1, TEST-NET-1) happens after the test has shown
 // the sandbox has no route at all.
 import { execFile, execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -18,15 +19,35 @@ import type { CorpusCase } from '../packages/egress/src/corpus.ts';
 import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from '../packages/egress/src/probe.ts';
 import type { ProbeCase, ProbeResult } from '../packages/egress/src/probe.ts';
 import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+import { findSecretsInSandbox } from './support/secrets.ts';
 
 const home = makeHome('egress');
 let s: RunningServer;
 let upstream: http.Server;
 let upPort = 0;
 let upstreamHits = 0;
+/** A second upstream on another port: a policy change can then drop one tunnel and keep the other. */
+let upstream2: http.Server;
+let upPort2 = 0;
 const A = 'demo~ea';
 const B = 'demo~eb';
 const RELAY = { host: '127.0.0.1', port: 3128 };
+/** The agent's user inside every sandbox (the container's own user is the backend's). */
+const AGENT = '1000:1000';
+// Sentinels planted in the server's environment, where the real ones live: "no key in the sandbox" is then
+// checked by value, not only by variable name.
+const PROVIDER_KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
+const FORGE_TOKEN = `grove-forge-SENTINEL-${randomBytes(12).toString('hex')}`;
+const SERVER_ENV = { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN };
+/** What docs/security.md promises every process in a sandbox, written out: not read from the code under test. */
+const PROMISED_ENV = [
+  'HTTPS_PROXY=http://127.0.0.1:3128',
+  'HTTP_PROXY=http://127.0.0.1:3128',
+  'NO_PROXY=localhost,127.0.0.1',
+  'http_proxy=http://127.0.0.1:3128',
+  'https_proxy=http://127.0.0.1:3128',
+  'no_proxy=localhost,127.0.0.1',
+];
 
 function container(slug: string): string {
   const id = containerOf(s.instance, slug);
@@ -44,9 +65,53 @@ function node(slug: string, source: string, ...args: string[]): { code: number; 
 
 const run = promisify(execFile);
 
+/**
+ * Runs inside a sandbox: holds a tunnel to `cut` and one to `kept` through the relay, says "ready", waits for
+ * a line on stdin (the host changes the policy meanwhile), then reports whether `cut` was closed and what a
+ * request through `kept` got back.
+ */
+const HOLD_TWO_SOURCE = String.raw`
+const net = require('net');
+const { cut, kept } = JSON.parse(process.argv[1]);
+function tunnel(target) {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(3128, '127.0.0.1');
+    let b = '';
+    s.on('connect', () => s.write('CONNECT ' + target + ' HTTP/1.1\r\nHost: ' + target + '\r\n\r\n'));
+    s.on('error', reject);
+    s.on('data', function head(d) {
+      b += d;
+      if (!b.includes('\r\n\r\n')) return;
+      s.off('data', head);
+      if (!/^HTTP\/1\.1 200/.test(b)) reject(new Error(target + ': ' + b));
+      else resolve(s);
+    });
+  });
+}
+(async () => {
+  const a = await tunnel(cut);
+  const b = await tunnel(kept);
+  let cutClosed = false;
+  let keptClosed = false;
+  let text = '';
+  a.on('close', () => (cutClosed = true));
+  a.on('error', () => undefined);
+  b.on('error', () => undefined);
+  b.on('data', (d) => (text += d));
+  const report = (keptClosedEarly) => { process.stdout.write(JSON.stringify({ cutClosed, keptClosedEarly, kept: text })); process.exit(0); };
+  b.on('close', () => { keptClosed = true; });
+  process.stdout.write('ready\n');
+  await new Promise((r) => process.stdin.once('data', r));
+  for (let i = 0; i < 50 && !cutClosed; i++) await new Promise((r) => setTimeout(r, 100));
+  if (keptClosed) report(true);
+  b.on('close', () => report(false));
+  b.write('GET /kept-after-the-change HTTP/1.1\r\nHost: kept\r\nConnection: close\r\n\r\n');
+})().catch((e) => { process.stdout.write(JSON.stringify({ error: String(e) })); process.exit(3); });
+`;
+
 /** Asynchronous: the test upstream lives in this process and must keep answering while the probe runs. */
 async function probe(slug: string, cases: ProbeCase[]): Promise<ProbeResult[]> {
-  const r = await run('docker', ['exec', container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  const r = await run('docker', ['exec', '-u', AGENT, container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
   return JSON.parse(r.stdout) as ProbeResult[];
 }
 
@@ -83,7 +148,11 @@ beforeAll(async () => {
   await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
   const addr = upstream.address();
   upPort = typeof addr === 'object' && addr ? addr.port : 0;
-  s = await startServer({ home });
+  upstream2 = http.createServer((req, res) => res.end(`upstream2-ok ${req.method} ${req.url}`));
+  await new Promise<void>((r) => upstream2.listen(0, '127.0.0.1', r));
+  const addr2 = upstream2.address();
+  upPort2 = typeof addr2 === 'object' && addr2 ? addr2.port : 0;
+  s = await startServer({ home, env: SERVER_ENV });
   await waitRunning(s, 'demo');
   for (const name of ['ea', 'eb']) {
     const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
@@ -95,6 +164,7 @@ afterAll(async () => {
   await s?.stop();
   cleanup(home);
   await new Promise((r) => upstream?.close(r));
+  await new Promise((r) => upstream2?.close(r));
 });
 
 describe('egress: no way out but the gate', () => {
@@ -123,7 +193,7 @@ describe('egress: no way out but the gate', () => {
     const bin = path.join(dir, 'icmp-probe');
     await run('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
     const out = await new Promise<string>((resolve, reject) => {
-      const c = spawn('docker', ['exec', '-i', container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
+      const c = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
         stdio: ['pipe', 'pipe', 'inherit'],
       });
       let text = '';
@@ -138,12 +208,41 @@ describe('egress: no way out but the gate', () => {
     expect(['EACCES', 'ENETUNREACH']).toContain(r.ping);
   });
 
-  it('points every process at the relay, and the relay at this workspace\'s gate', () => {
-    const env = sh(A, 'env').out;
-    for (const v of ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']) expect(env).toContain(`${v}=http://127.0.0.1:3128\n`);
-    expect(env).toContain('NO_PROXY=localhost,127.0.0.1\n');
+  it('points every process at the relay, and the relay at this workspace\'s gate', async () => {
+    // The environment core gave the container (the engine's record), and what every process in it
+    // really carries, read from the host (which sees every process, whoever it runs as).
+    const proxyVars = (env: string[]): string[] => env.filter((e) => /^(https?|no)_proxy=/i.test(e)).sort();
+    const configEnv = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(A)], { encoding: 'utf8' })) as string[];
+    expect(proxyVars(configEnv)).toEqual(PROMISED_ENV);
+    const pids = execFileSync('docker', ['top', container(A), '-eo', 'pid'], { encoding: 'utf8' }).trim().split('\n').slice(1).map((l) => l.trim());
+    expect(pids.length).toBeGreaterThan(0);
+    for (const pid of pids) {
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+      expect(env, `pid ${pid}`).toContain(`GROVE_SLUG=${A}`);
+      expect(proxyVars(env), `pid ${pid}`).toEqual(PROMISED_ENV);
+    }
+    // Something listens on 127.0.0.1:3128 in the sandbox (a LISTEN row of its own /proc/net/tcp) ...
+    const tcp = sh(A, 'cat /proc/net/tcp');
+    expect(tcp.code, tcp.out).toBe(0);
+    const listening = tcp.out.split('\n').slice(1).map((l) => l.trim().split(/\s+/)).filter((f) => f[3] === '0A').map((f) => f[1]);
+    expect(listening).toContain('0100007F:0C38');
+    // ... and what answers there is this workspace's gate: a name only this test uses is refused by the
+    // gate's rule, and the refusal is in A's audit trail (and in no other workspace's).
+    const marker = `relay-check-${randomBytes(4).toString('hex')}.test`;
+    const [r] = await probe(A, [{ id: 'relay', text: `CONNECT ${marker}:443 HTTP/1.1\r\nHost: ${marker}:443\r\n\r\n` }]);
+    const res = parseResponse(r?.text ?? '');
+    expect(res.status, r?.text).toBe(403);
+    expect(JSON.parse(res.body)).toMatchObject({ code: 'egress_denied', rule: 'not-in-policy', host: marker });
+    const audited = await waitFor('the relay check in A\'s audit trail', async () => (await egressOf(A)).decisions.find((d) => d.data.host === marker));
+    expect(audited).toMatchObject({ type: 'egress.denied', slug: A, data: { rule: 'not-in-policy', decision: 'deny' } });
+    expect((await egressOf(B)).decisions.some((d) => d.data.host === marker)).toBe(false);
     expect(fs.statSync(path.join(home, 'run', A, 'egress.sock')).isSocket()).toBe(true);
-    expect(sh(A, 'test -S /run/grove/egress.sock').code).toBe(0);
+    // The gate's socket is the backend's to use (root in the sandbox); the agent's processes reach it only
+    // through the relay on 127.0.0.1:3128, never directly.
+    expect(dockerExec(container(A), ['test', '-S', '/run/grove/egress.sock'], { user: '0:0' }).code).toBe(0);
+    const direct = sh(A, 'test -e /run/grove/egress.sock; echo "exists=$?"; ls /run/grove');
+    expect(direct.out).toContain('exists=1');
+    expect(direct.out).toMatch(/permission denied/i);
   });
 });
 
@@ -208,9 +307,59 @@ describe('egress: the policy decides, and every decision is audited', () => {
     expect(changed.body.events.some((e) => e.type === 'egress.policy')).toBe(true);
   });
 
+  it('a PUT cuts the open tunnels the new policy no longer allows, and only those', async () => {
+    // A process in A holds a tunnel to each upstream; the new policy keeps only the second port.
+    const before = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort, upPort2] }] });
+    expect(before.status).toBe(200);
+    const child = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('latin1')));
+    const exited = new Promise<void>((r) => child.on('close', () => r()));
+    try {
+      await waitFor('both tunnels up', async () => out.includes('ready\n'), 30_000);
+      const put = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort2] }] });
+      expect(put.status).toBe(200);
+      child.stdin.end('go\n');
+      await exited;
+    } finally {
+      child.kill();
+    }
+    const result = JSON.parse(out.slice(out.indexOf('ready\n') + 'ready\n'.length)) as { cutClosed: boolean; keptClosedEarly: boolean; kept: string };
+    expect(result.cutClosed).toBe(true);
+    expect(result.keptClosedEarly).toBe(false);
+    expect(parseResponse(result.kept).body).toBe('upstream2-ok GET /kept-after-the-change');
+    // The corpus policy back, for the tests that follow.
+    expect((await s.api('PUT', `/api/workspaces/${A}/egress`, loadCorpus(upPort).policy)).status).toBe(200);
+  });
+
+  it('a flood of denials from a sandbox is written as a budget of rows plus summaries that count every one', async () => {
+    // B is on the default policy: every CONNECT is denied. A port nothing else in this file uses keys the rows.
+    const port = 19;
+    const n = 200;
+    const cases: ProbeCase[] = Array.from({ length: n }, (_, i) => ({ id: `flood-${i}`, text: `CONNECT 127.0.0.1:${port} HTTP/1.1\r\n\r\n` }));
+    const results = await probe(B, cases);
+    expect(results.filter((r) => parseResponse(r.text).status === 403)).toHaveLength(n);
+    const counted = (events: GroveEvent[]): { rows: number; decisions: number; summaries: number } => {
+      const mine = events.filter((e) => e.type === 'egress.denied' && e.data.port === port);
+      const summaries = mine.filter((e) => typeof e.data.count === 'number');
+      return { rows: mine.length, summaries: summaries.length, decisions: mine.reduce((sum, e) => sum + (typeof e.data.count === 'number' ? e.data.count : 1), 0) };
+    };
+    // The summaries are written when the 10 s window ends.
+    const seen = await waitFor('every denial counted', async () => {
+      const r = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(B)}&type=egress.denied&limit=1000`);
+      const c = counted(r.body.events);
+      return c.decisions >= n ? c : undefined;
+    }, 40_000);
+    expect(seen.decisions).toBe(n);
+    expect(seen.summaries).toBeGreaterThan(0);
+    // At most 50 rows one by one per window (the burst may straddle two), plus a summary per window.
+    expect(seen.rows - seen.summaries).toBeLessThanOrEqual(100);
+    expect(seen.rows).toBeLessThan(n / 1.5);
+  });
+
   it('keeps the policy and restarts the gate when the server restarts', async () => {
     await s.stop();
-    s = await startServer({ home });
+    s = await startServer({ home, env: SERVER_ENV });
     await waitRunning(s, A);
     expect((await egressOf(A)).source).toBe('workspace');
     const [r] = await probe(A, probeCases(loadCorpus(upPort).cases.filter((c) => c.id === 'allow-ip-rule')));
@@ -253,23 +402,69 @@ describe('isolation between workspaces', () => {
   });
 });
 
+describe('the host reads nothing the sandbox plants', () => {
+  it('the last-message summary reads a regular thread file, but neither a link to a host file nor a FIFO planted in its place', async () => {
+    // What the sandbox can write is what the host reads here: thread.jsonl, in a dir mounted from the host.
+    const line = (text: string): string => JSON.stringify({ seq: 0, turn: 'turn-1', at: new Date().toISOString(), kind: 'user', text });
+    const tag = randomBytes(4).toString('hex');
+    // A host file outside every mount, which a link planted in the thread dir would point at.
+    const target = path.join(home, `planted-${tag}.jsonl`);
+    fs.writeFileSync(target, `${line(`host-file-${tag}`)}\n`);
+    const lastMessage = async (): Promise<{ status: number; text: string }> => {
+      const r = await fetch(`${s.base}/api/workspaces/${encodeURIComponent(B)}/last-message`, {
+        headers: { authorization: `Bearer ${TOKEN}` },
+        signal: AbortSignal.timeout(15_000),
+      });
+      return { status: r.status, text: await r.text() };
+    };
+    const dir = '/var/lib/grove/thread';
+    // The agent cannot write the thread dir at all (it is the backend's) ...
+    const agent = sh(B, `touch ${dir}/planted-${tag} 2>&1; echo "code=$?"`);
+    expect(agent.out).toContain('code=1');
+    expect(agent.out).toMatch(/permission denied/i);
+    // ... so the plants below come from the backend's user (root in the container): a backend the agent
+    // exploited is still not trusted by the host.
+    const plant = (script: string): void => {
+      const r = dockerExec(container(B), ['sh', '-c', `cd ${dir} && ${script}`], { user: '0:0' });
+      expect(r.code, r.out).toBe(0);
+    };
+    plant('if [ -e thread.jsonl ]; then mv thread.jsonl thread.jsonl.test-bak; fi');
+    try {
+      // The control: a regular file the sandbox writes is read and quoted.
+      plant(`printf '%s\\n' '${line(`regular-${tag}`)}' > thread.jsonl`);
+      const regular = await lastMessage();
+      expect(regular.status, regular.text).toBe(200);
+      expect(regular.text).toContain(`regular-${tag}`);
+      // A link to a host file: refused, the host file's content is never quoted.
+      plant(`rm thread.jsonl && ln -s '${target}' thread.jsonl`);
+      const linked = await lastMessage();
+      expect(linked.text).not.toContain(`host-file-${tag}`);
+      expect(linked.status).not.toBe(200);
+      // A FIFO: answered at once (nothing ever writes to it), not a request that hangs.
+      plant('rm thread.jsonl && mkfifo thread.jsonl');
+      const fifo = await lastMessage();
+      expect(fifo.status).not.toBe(200);
+      expect(fifo.text).not.toContain(tag);
+    } finally {
+      plant('rm -f thread.jsonl && if [ -e thread.jsonl.test-bak ]; then mv thread.jsonl.test-bak thread.jsonl; fi');
+    }
+  });
+});
+
 describe('no secret inside', () => {
-  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', () => {
+  it('no process environment holds a key, token or secret, and the Grove token is nowhere in the sandbox', { timeout: 120_000 }, async () => {
+    // The sentinels are where the real secrets live: in the server's environment.
+    const serverEnv = fs.readFileSync(`/proc/${s.child.pid}/environ`, 'latin1').split('\0');
+    expect(serverEnv).toEqual(expect.arrayContaining([`ANTHROPIC_API_KEY=${PROVIDER_KEY}`, `GROVE_FORGE_TOKEN=${FORGE_TOKEN}`, `GROVE_TOKEN=${TOKEN}`]));
+    // No variable that even looks like a secret, in the engine's record or in any process.
+    const secretName = (n: string): boolean => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n);
     const names = sh(A, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | cut -d= -f1 | sort -u").out.trim().split('\n');
     expect(names).toContain('GROVE_SLUG'); // the scan did read the environments
-    expect(names.filter((n) => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n))).toEqual([]);
-    // Searched on the host side, so the scanning commands themselves never carry the token.
-    const procs = sh(A, 'cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null');
-    expect(procs.out).toContain(`GROVE_SLUG=${A}`);
-    expect(procs.out.includes(TOKEN)).toBe(false);
-    const files = execFileSync('docker', ['exec', container(A), 'sh', '-c', 'find /run/grove /workspace /home/grove /var/lib/grove /tmp -type f -size -2M -exec cat {} + 2>/dev/null; true'], {
-      encoding: 'latin1',
-      maxBuffer: 256 << 20,
-    });
-    expect(files.length).toBeGreaterThan(0);
-    expect(files.includes(TOKEN)).toBe(false);
+    expect(names.filter(secretName)).toEqual([]);
     const env = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(A)], { encoding: 'utf8' })) as string[];
-    expect(env.map((e) => e.split('=')[0] ?? '').filter((n) => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n))).toEqual([]);
+    expect(env.map((e) => e.split('=')[0] ?? '').filter(secretName)).toEqual([]);
+    // And no value: environments, command lines, the process list and every file (each scan with a positive control).
+    expect(await findSecretsInSandbox(container(A), { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_TOKEN: TOKEN })).toEqual([]);
   });
 });
 
@@ -299,7 +494,7 @@ describe('resource abuse is contained', () => {
       })();`;
     // Asynchronous: the bomb holds the limit for a few seconds while the host checks B.
     const run = new Promise<{ spawned: number; err: string }>((resolve, reject) => {
-      execFile('docker', ['exec', container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
+      execFile('docker', ['exec', '-u', AGENT, container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
         if (e && !out) reject(e);
         else resolve(JSON.parse(out.trim().split('\n')[0] ?? '{}') as { spawned: number; err: string });
       });

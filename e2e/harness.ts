@@ -138,9 +138,13 @@ export function containerOf(instance: string, slug: string): string | undefined 
   return out.split('\n').filter(Boolean)[0];
 }
 
-export function dockerExec(container: string, cmd: string[]): { code: number; out: string } {
+/**
+ * A command in a sandbox as the agent runs it (uid 1000). `user: '0:0'` runs it as the backend's own user (root in
+ * the container, with the container's three capabilities), standing in for a backend that was exploited.
+ */
+export function dockerExec(container: string, cmd: string[], o: { user?: string } = {}): { code: number; out: string } {
   try {
-    return { code: 0, out: execFileSync('docker', ['exec', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+    return { code: 0, out: execFileSync('docker', ['exec', '-u', o.user ?? '1000:1000', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
   } catch (e) {
     const err = e as { status?: number; stdout?: string; stderr?: string };
     return { code: err.status ?? 1, out: `${err.stdout ?? ''}${err.stderr ?? ''}` };
@@ -155,7 +159,21 @@ export function git(cwd: string, ...args: string[]): string {
 export function cleanup(home: string): void {
   const ids = containersOf(instanceOf(home));
   if (ids.length) execFileSync('docker', ['rm', '-f', ...ids], { stdio: 'ignore' });
+  unmountUnder(home);
   fs.rmSync(home, { recursive: true, force: true });
+}
+
+/**
+ * Workspaces' disk images stay mounted when the server stops (they survive a restart by design): unmount what is
+ * under home, newest first, so removing it neither fails on a mount point nor leaves a loop device behind.
+ */
+export function unmountUnder(home: string): void {
+  const points = fs
+    .readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => (l.split(' ')[4] ?? '').replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(Number.parseInt(o, 8))))
+    .filter((p) => p.startsWith(`${home}/`));
+  for (const p of points.reverse()) execFileSync('umount', ['--', p]);
 }
 
 /** Collect stream frames from /w/<slug>/stream until `until` says stop. */

@@ -25,6 +25,13 @@ describe('workspace lifecycle', () => {
     expect(ws).toMatchObject({ slug: 'demo~feat-a', state: 'running', branch: 'grove/feat-a' });
     const worktree = path.join(fx.home, 'worktrees', 'demo', 'feat-a');
     expect(fs.existsSync(path.join(worktree, 'README.md'))).toBe(true);
+    // The server's default disk quota (GROVE_DISK_QUOTA 4 GiB, GROVE_INODE_QUOTA 200k): the figure the card shows.
+    const listed = await fx.s.api<{ workspaces: Workspace[] }>('GET', '/api/workspaces');
+    const disk = listed.body.workspaces.find((w) => w.slug === ws.slug)?.disk;
+    expect(disk?.totalBytes).toBeGreaterThan(3.5 * 1024 ** 3);
+    expect(disk?.totalBytes).toBeLessThanOrEqual(4 * 1024 ** 3);
+    expect(disk?.totalInodes).toBeGreaterThanOrEqual(200_000);
+    expect(disk?.usedBytes).toBeLessThan(64 * 1024 ** 2);
 
     const stream = openStream(fx.s, ws.slug);
     await stream.ready;

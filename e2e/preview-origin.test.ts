@@ -79,8 +79,9 @@ describe('an agent-built preview in the browser', () => {
   });
 });
 
-// The agent runs as the backend's user, so it can take the backend's socket over: unlink it and listen there.
-// What answers then is the agent's, on the dashboard's own origin (/w/<slug>/).
+// A takeover of the backend's socket: unlink it and listen there. What answers then speaks on the dashboard's own
+// origin (/w/<slug>/). The agent (uid 1000) cannot do it any more; a backend that was itself exploited (root in the
+// container) could, and what it answers must still not act on that origin.
 const TAKEOVER = `const fs = require('fs'), sock = '/run/grove/backend.sock';
 const page = '<!doctype html><title>taken</title><p>taken over</p><script>fetch("/api/workspaces/demo/stop", { method: "POST" }).then((r) => fetch("ran?stop=" + r.status), (e) => fetch("ran?error=" + e.name))</script>';
 fs.rmSync(sock, { force: true });
@@ -90,12 +91,32 @@ require('http').createServer((q, r) => {
   r.end(page);
 }).listen(sock);`;
 
-describe('a backend taken over by its agent', () => {
-  it("serves only a sandboxed, script-less document on the dashboard's origin: it cannot stop another workspace or set a cookie", async () => {
+describe('a backend taken over', () => {
+  it('cannot be taken over by its agent: the socket, its directory and the backend process are out of reach', async () => {
+    const { s } = ctx;
+    expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'held' })).status).toBe(201);
+    const container = containerOf(s.instance, 'demo~held') ?? '';
+    // The same takeover as below, as the agent: it cannot even see the socket.
+    const tried = dockerExec(container, ['node', '-e', TAKEOVER]);
+    expect(tried.code).not.toBe(0);
+    expect(tried.out).toMatch(/EACCES|permission denied/i);
+    // Nor point it at the Docker engine, nor kill the backend to take its place.
+    expect(dockerExec(container, ['sh', '-c', 'ln -sf /var/run/docker.sock /run/grove/backend.sock']).code).not.toBe(0);
+    const pid = dockerExec(container, ['sh', '-c', 'for p in /proc/[0-9]*; do grep -qs backend.mjs "$p/cmdline" && grep -qs "^Name:.*node" "$p/status" && basename "$p"; done']).out.trim();
+    expect(pid).toMatch(/^\d+$/);
+    expect(dockerExec(container, ['kill', '-9', pid]).code).not.toBe(0);
+    // The front door still reaches the real backend, well past the idle close of its pooled connections.
+    await new Promise((r) => setTimeout(r, 6_000));
+    const res = await fetch(`${s.base}/w/demo~held/health`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ ok: true, slug: 'demo~held' });
+  });
+
+  it("by an exploited backend serves only a sandboxed, script-less document on the dashboard's origin: it cannot stop another workspace or set a cookie", async () => {
     const { s } = ctx;
     expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'taken' })).status).toBe(201);
     const container = containerOf(s.instance, 'demo~taken') ?? '';
-    const started = dockerExec(container, ['sh', '-c', 'node -e "$0" >/tmp/rogue.out 2>&1 &', TAKEOVER]);
+    const started = dockerExec(container, ['sh', '-c', 'node -e "$0" >/tmp/rogue.out 2>&1 &', TAKEOVER], { user: '0:0' });
     expect(started.code, started.out).toBe(0);
     const get = () => fetch(`${s.base}/w/demo~taken/`, { headers: { authorization: `Bearer ${TOKEN}` } }).then((r) => r.text());
     // The front door's keep-alive connections still reach the real backend until it closes them when idle
@@ -116,7 +137,7 @@ describe('a backend taken over by its agent', () => {
     // The document lives in an opaque origin, and its script never ran: no stop was sent, nothing reported back.
     expect(await page.evaluate('self.origin')).toBe('null');
     await page.waitForTimeout(1_000);
-    expect(dockerExec(container, ['cat', '/tmp/rogue.log']).out).not.toContain('ran?');
+    expect(dockerExec(container, ['cat', '/tmp/rogue.log'], { user: '0:0' }).out).not.toContain('ran?');
     expect((await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo')).body.workspace.state).toBe('running');
     // Its cookies were dropped: Grove's is the same, and no other was set.
     const cookies = await page.context().cookies();

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GroveEvent, Workspace } from '@grove/contracts';
+import { gitInWorktree } from '../packages/core/src/test-support/repo.ts';
 import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
 const home = makeHome('saved');
@@ -50,11 +51,11 @@ function makeChanges(slug: string, name: string): Record<string, Buffer | null> 
     'chmod 755 README.md',
   ].join(' && ');
   // package.json is a tracked file of the demo project; deleting it is a change too.
-  expect(git(worktree(name), 'ls-files', 'package.json')).toBe('package.json');
+  expect(gitInWorktree(worktree(name), 'ls-files', 'package.json')).toBe('package.json');
   const w = dockerExec(container, ['sh', '-c', `cd /workspace && ${script} && rm package.json`]);
   expect(w.code, w.out).toBe(0);
   fs.writeFileSync(path.join(worktree(name), 'staged.txt'), 'staged on the host\n');
-  git(worktree(name), 'add', 'staged.txt');
+  gitInWorktree(worktree(name), 'add', 'staged.txt');
   return {
     'README.md': Buffer.from('# changed inside the sandbox\n'),
     'notes/deep/data.bin': Buffer.from([0, 1, 2, 255, 254, ...Buffer.from('binary\n')]),
@@ -105,8 +106,8 @@ describe('teardown never loses work', () => {
   it('never deletes a branch with commits: teardown keeps it and what it holds', async () => {
     const ws = await fork('unpushed');
     fs.writeFileSync(path.join(worktree('unpushed'), 'work.txt'), 'committed, never pushed\n');
-    git(worktree('unpushed'), 'add', 'work.txt');
-    git(worktree('unpushed'), '-c', 'user.name=t', '-c', 'user.email=t@t.invalid', 'commit', '-q', '-m', 'unpushed work');
+    gitInWorktree(worktree('unpushed'), 'add', 'work.txt');
+    gitInWorktree(worktree('unpushed'), '-c', 'user.name=t', '-c', 'user.email=t@t.invalid', 'commit', '-q', '-m', 'unpushed work');
     const tip = git(repo, 'rev-parse', 'refs/heads/grove/unpushed');
     expect((await s.api('DELETE', `/api/workspaces/${ws.slug}`)).status).toBe(200);
     expect(git(repo, 'rev-parse', 'refs/heads/grove/unpushed')).toBe(tip);

@@ -70,3 +70,29 @@ describe('DATABASE_URL', () => {
     expect(message).not.toContain('hunter2');
   });
 });
+
+describe('GROVE_DISK_QUOTA and GROVE_INODE_QUOTA', () => {
+  const disk = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { GROVE_DISK_QUOTA: v }) }).GROVE_DISK_QUOTA;
+
+  it('default to 4 GiB and 200k inodes', () => {
+    expect(disk()).toBe(4 * 1024 ** 3);
+    expect(loadEnv({ GROVE_HOME: '/tmp/grove-env-test' }).GROVE_INODE_QUOTA).toBe(200_000);
+  });
+
+  it('read binary sizes, and 0/off as no quota', () => {
+    expect(disk('512M')).toBe(512 * 1024 ** 2);
+    expect(disk('2GiB')).toBe(2 * 1024 ** 3);
+    expect(disk('1t')).toBe(1024 ** 4);
+    expect(disk(String(64 * 1024 ** 2))).toBe(64 * 1024 ** 2);
+    expect(disk('off')).toBe(0);
+    expect(disk('0')).toBe(0);
+    expect(loadEnv({ GROVE_HOME: '/tmp/grove-env-test', GROVE_INODE_QUOTA: '5000' }).GROVE_INODE_QUOTA).toBe(5000);
+  });
+
+  it('refuse what no filesystem image can be', () => {
+    expect(() => disk('1M')).toThrow(/GROVE_DISK_QUOTA: a disk quota must be at least 16M/);
+    expect(() => disk('lots')).toThrow(/GROVE_DISK_QUOTA: expected a size/);
+    expect(() => disk('-4G')).toThrow(/GROVE_DISK_QUOTA/);
+    expect(() => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', GROVE_INODE_QUOTA: '10' })).toThrow(/GROVE_INODE_QUOTA/);
+  });
+});

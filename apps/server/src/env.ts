@@ -31,6 +31,23 @@ export const durationMs = z
     return Number(m?.[1] ?? 0) * DURATION_UNITS_MS[unit];
   });
 
+const SIZE_UNITS = { '': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3, t: 1024 ** 4 } as const;
+/** Smallest disk quota a workspace's filesystem image can have (core's MIN_VOLUME_BYTES). */
+const MIN_DISK_QUOTA = 16 * 1024 ** 2;
+
+/** A size like 4G, 512M, 4GiB or a number of bytes (binary units); 0 or off: no quota (returns 0). */
+export const byteSize = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^(off|\d+([kmgt](i?b)?)?)$/, { error: 'expected a size such as 4G, 512M, 4GiB or a number of bytes (or 0/off for no quota)' })
+  .transform((v) => {
+    if (v === 'off') return 0;
+    const m = /^(\d+)([kmgt])?/.exec(v);
+    return Number(m?.[1] ?? 0) * SIZE_UNITS[(m?.[2] ?? '') as keyof typeof SIZE_UNITS];
+  })
+  .refine((n) => n === 0 || (Number.isSafeInteger(n) && n >= MIN_DISK_QUOTA), { error: `a disk quota must be at least 16M (or 0/off)` });
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 
 export const envSchema = z.object({
@@ -67,6 +84,13 @@ export const envSchema = z.object({
   GROVE_DEMO: bool.default(true),
   GROVE_DOCKER_SOCKET: z.string().optional(),
   GROVE_HEALTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /**
+   * Each workspace's disk quota: its worktree and agent state live in a filesystem image of this size (sparse: the
+   * host pays for what is written). Needs root (loop mounts); 0/off: no quota.
+   */
+  GROVE_DISK_QUOTA: byteSize.default(4 * 1024 ** 3),
+  /** Each workspace's inode quota (files and directories) in that filesystem. */
+  GROVE_INODE_QUOTA: z.coerce.number().int().min(64).max(2 ** 31).default(200_000),
   /** Running workspaces idle this long (no request, no turn) stop themselves and free their slot; 0/off: never. */
   GROVE_IDLE_STOP: durationMs.default(30 * 60_000),
   /** Where the Next.js dashboard lives; the server mounts it by Next's public API when it is built. */

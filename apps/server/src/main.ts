@@ -51,6 +51,7 @@ async function main(): Promise<void> {
     forgeToken: env.GROVE_FORGE_TOKEN ?? null,
     gitSshCommand: env.GROVE_GIT_SSH_COMMAND ?? null,
     watchIntervalMs: env.GROVE_WATCH_INTERVAL_MS,
+    diskQuota: env.GROVE_DISK_QUOTA > 0 ? { bytes: env.GROVE_DISK_QUOTA, inodes: env.GROVE_INODE_QUOTA } : null,
   });
   if (dockerUp) await grove.reconcile();
   else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });

@@ -3,6 +3,7 @@ import http from 'node:http';
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
+import { verifyBackendSocket } from '@grove/core';
 import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
@@ -66,9 +67,9 @@ export interface WorkspaceProxy {
 }
 
 /**
- * A workspace's backend answers on the dashboard's origin, but it is not trusted like Grove: it runs as the
- * agent's user, so an agent can take its socket over (unlink it and listen there) and answer in its place.
- * Nothing it sends may act on that origin: no cookies (they would shadow or evict Grove's), no site-data
+ * A workspace's backend answers on the dashboard's origin, but it is not trusted like Grove: it is Grove's own
+ * process (root in the sandbox; the agent can neither replace its socket nor signal it), yet it serves what the
+ * agent builds (previews, ports) and could be exploited through them. Nothing it sends may act on that origin: no cookies (they would shadow or evict Grove's), no site-data
  * wipe, no policy of its own; a document it serves renders sandboxed in an opaque origin with no script, so it
  * can neither read the API with the user's cookie nor drive it. The dashboard only fetches JSON and opens
  * WebSockets here, which a CSP does not affect.
@@ -86,22 +87,37 @@ type ResponseHook = (headers: http.IncomingHttpHeaders) => void;
 
 export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: ResponseHook }): WorkspaceProxy {
   const { grove, logger, onResponseHeaders } = opts;
-  // Keep-alive to the upstream sockets is essential: without an agent every request pays a connect
-  // (docs/benchmarks.md). Agent pools are keyed by socketPath.
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+  // Keep-alive to the upstream sockets is essential: without it every request pays a connect
+  // (docs/benchmarks.md). One pool per backend socket, tied to the socket it was made for: when the file at
+  // that path is another socket (a restarted backend), the old pool's connections are dropped, never reused.
+  const pools = new Map<string, { key: string; agent: http.Agent }>();
+  const poolFor = (socketPath: string, key: string): http.Agent => {
+    const cur = pools.get(socketPath);
+    if (cur?.key === key) return cur.agent;
+    cur?.agent.destroy();
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+    pools.set(socketPath, { key, agent });
+    return agent;
+  };
+  const target = async (slug: string): Promise<{ socketPath: string; key: string }> => {
+    const socketPath = await grove.socketFor(slug);
+    const { key } = await verifyBackendSocket(socketPath, slug);
+    return { socketPath, key };
+  };
   return {
-    async web(req, res, target) {
-      const socketPath = await grove.socketFor(target.slug);
-      prepare(req, target);
-      forward(req, res, { socketPath, agent, logger, onResponseHeaders });
+    async web(req, res, t) {
+      const { socketPath, key } = await target(t.slug);
+      prepare(req, t);
+      forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders });
     },
-    async ws(req, socket, head, target) {
-      const socketPath = await grove.socketFor(target.slug);
-      prepare(req, target);
+    async ws(req, socket, head, t) {
+      const { socketPath } = await target(t.slug);
+      prepare(req, t);
       forwardUpgrade(req, socket, head, { socketPath, logger, onResponseHeaders });
     },
     close() {
-      agent.destroy();
+      for (const p of pools.values()) p.agent.destroy();
+      pools.clear();
     },
   };
 }

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -104,7 +105,10 @@ const grove: Grove = {
     if (!w) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
     if (w.state !== 'running') throw new GroveError('workspace_stopped', `workspace "${slug}" is stopped; reopen it with POST /api/workspaces/${slug}/start`, { details: { slug, state: w.state } });
     // A workspace whose backend never listened: its socket is not there.
-    return slug.endsWith('~gone') ? path.join(dir, 'gone.sock') : sock;
+    if (slug.endsWith('~gone')) return path.join(dir, 'gone.sock');
+    // Sockets the tests below plant or replace under a slug of their own.
+    const planted = /~(planted-[a-z]+|swap)$/.exec(slug);
+    return planted ? path.join(dir, `${planted[1]}.sock`) : sock;
   },
   projectConfig: async () => ({}),
   setProjectConfig: async () => ({}),
@@ -450,6 +454,62 @@ describe('proxy', () => {
       expect(JSON.parse(res.body)).toMatchObject({ code: 'backend_unavailable' });
     } finally {
       registry.delete('demo~gone');
+    }
+  });
+});
+
+describe('what the proxy connects to', () => {
+  const as = (name: string) => registry.set(`demo~${name}`, { ...registry.get('demo')!, slug: `demo~${name}` });
+  const listenOn = async (file: string, answer: string): Promise<{ server: http.Server; hits: () => number }> => {
+    let hits = 0;
+    const server = http.createServer((_req, res) => {
+      hits++;
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(answer);
+    });
+    await new Promise<void>((r) => server.listen(file, r));
+    return { server, hits: () => hits };
+  };
+
+  it('refuses a socket path that is a symbolic link (to the Docker engine, say), a regular file or a FIFO: 502, and nothing behind it is asked', async () => {
+    // Stands in for /var/run/docker.sock: a socket the backend's path must never lead to.
+    const engine = await listenOn(path.join(dir, 'engine.sock'), '{"ApiVersion":"1.41"}');
+    try {
+      fs.symlinkSync(path.join(dir, 'engine.sock'), path.join(dir, 'planted-link.sock'));
+      fs.writeFileSync(path.join(dir, 'planted-file.sock'), 'not a socket');
+      execFileSync('mkfifo', [path.join(dir, 'planted-fifo.sock')]);
+      for (const [name, why] of [['planted-link', 'a symbolic link'], ['planted-file', 'not a socket'], ['planted-fifo', 'not a socket']] as const) {
+        as(name);
+        const r = await fetch(`${base}/w/demo~${name}/version`, { headers: auth });
+        expect(r.status, name).toBe(502);
+        expect(await r.json()).toMatchObject({ code: 'backend_unavailable', message: expect.stringContaining(why) as string });
+        const ws = await wsRefused(`${base.replace('http', 'ws')}/w/demo~${name}/stream`, auth);
+        expect(ws.status, name).toBe(502);
+      }
+      expect(engine.hits()).toBe(0);
+    } finally {
+      for (const name of ['planted-link', 'planted-file', 'planted-fifo']) registry.delete(`demo~${name}`);
+      engine.server.close();
+    }
+  });
+
+  it('never reuses a pooled connection once the socket at the path was replaced', async () => {
+    as('swap');
+    const file = path.join(dir, 'swap.sock');
+    const first = await listenOn(file, 'first');
+    let second: Awaited<ReturnType<typeof listenOn>> | null = null;
+    try {
+      expect(await (await fetch(`${base}/w/demo~swap/x`, { headers: auth })).text()).toBe('first');
+      // Replaced while the first server still holds the proxy's kept-alive connection.
+      fs.rmSync(file);
+      second = await listenOn(file, 'second');
+      for (let i = 0; i < 3; i++) expect(await (await fetch(`${base}/w/demo~swap/x`, { headers: auth })).text()).toBe('second');
+      expect(first.hits()).toBe(1);
+    } finally {
+      registry.delete('demo~swap');
+      first.server.closeAllConnections();
+      first.server.close();
+      second?.server.close();
     }
   });
 });

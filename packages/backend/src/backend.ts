@@ -31,7 +31,7 @@ import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './htt
 import { silentLogger } from './logger.ts';
 import type { Logger } from './logger.ts';
 import { createProvider } from './providers/index.ts';
-import type { Provider, ProviderLine, ProviderName, TurnContext } from './providers/types.ts';
+import type { AgentUser, Provider, ProviderLine, ProviderName, TurnContext } from './providers/types.ts';
 import { StreamHub } from './stream-hub.ts';
 import { DEFAULT_PREVIEW_PORTS, createPreview, listeningPorts } from './preview.ts';
 import type { PortRange } from './preview.ts';
@@ -77,6 +77,11 @@ export interface BackendOptions {
   egressPort?: number;
   /** The credential relay's port (default PROVIDER_RELAY_PORT, 3129): the backend's own too, never previewed. */
   providerRelayPort?: number;
+  /**
+   * The sandbox's agent user (GROVE_AGENT_UID/GID): agent processes and their file writes run as it, and the
+   * socket is the backend's alone (0600). Absent: agents run as the backend and the socket is 0666.
+   */
+  agentUser?: AgentUser | null;
 }
 
 export interface Backend {
@@ -106,6 +111,7 @@ export function createBackend(options: BackendOptions): Backend {
           relayUrl: options.relayUrl,
           claudeBinary: options.claudeBinary,
           graceMs: options.cancelGraceMs,
+          agentUser: options.agentUser ?? null,
           logger,
         })
       : options.provider;
@@ -342,8 +348,9 @@ export function createBackend(options: BackendOptions): Backend {
             resolve();
           });
         });
-        // Access control is the host's bind mount of the run dir, not the socket mode.
-        await chmod(options.socketPath, 0o666);
+        // In a sandbox the run dir is root's (0700) and so is this socket: the agent's user can neither reach,
+        // unlink nor replace it. Outside one (tests, a dev backend) access control is the directory's.
+        await chmod(options.socketPath, options.agentUser ? 0o600 : 0o666);
       } catch (err) {
         await thread.close();
         throw err;

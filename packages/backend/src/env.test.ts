@@ -17,6 +17,7 @@ describe('readEnv', () => {
       providerRelayPort: 3129,
       egressSocket: '/run/grove/egress.sock',
       egressPort: 3128,
+      agentUser: null,
     });
     expect(ENV_DEFAULTS.GROVE_SOCKET).toBe(SANDBOX_PATHS.socket);
     expect(ENV_DEFAULTS.GROVE_EGRESS_SOCKET).toBe(`${SANDBOX_PATHS.run}/egress.sock`);

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { GroveError, PROVIDER_RELAY_PORT, agentConfigSchema, parseOrThrow, slugSchema } from '@grove/contracts';
 import type { AgentConfig } from '@grove/contracts';
 import { PROVIDER_NAMES } from './providers/types.ts';
-import type { ProviderName } from './providers/types.ts';
+import type { AgentUser, ProviderName } from './providers/types.ts';
 
 /**
  * The only place that reads process.env. Defaults mirror SANDBOX_PATHS in packages/sandbox
@@ -29,6 +29,12 @@ export const ENV_DEFAULTS = {
 /** `FOO=` in a compose file or `docker run -e FOO=` means "not set", not "the empty string". */
 const unsetIfEmpty = (v: unknown) => (v === '' ? undefined : v);
 const pathVar = (name: string) => z.string().startsWith('/', { error: `${name} must be an absolute path` });
+const idVar = (name: string) =>
+  z.coerce
+    .number({ error: `${name} must be a numeric id` })
+    .int({ error: `${name} must be a whole number` })
+    .min(1, { error: `${name} must not be 0: agents never run as root` })
+    .max(2 ** 31 - 1, { error: `${name} is out of range` });
 
 const envSchema = z.object({
   /** The project's agent config as JSON (set by the host from <home>/config/<project>.json). */
@@ -61,6 +67,9 @@ const envSchema = z.object({
       .max(10_000, { error: 'GROVE_SCRIPTED_DELAY_MS must be at most 10000' })
       .default(ENV_DEFAULTS.GROVE_SCRIPTED_DELAY_MS),
   ),
+  /** The agent's user (set by the Docker driver): every agent process starts as it. Unset: agents run as the backend. */
+  GROVE_AGENT_UID: z.preprocess(unsetIfEmpty, idVar('GROVE_AGENT_UID').optional()),
+  GROVE_AGENT_GID: z.preprocess(unsetIfEmpty, idVar('GROVE_AGENT_GID').optional()),
   GROVE_EGRESS_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_EGRESS_SOCKET').default(ENV_DEFAULTS.GROVE_EGRESS_SOCKET)),
   GROVE_EGRESS_PORT: z.preprocess(
     unsetIfEmpty,
@@ -87,6 +96,8 @@ export interface BackendEnv {
   providerRelayPort: number;
   egressSocket: string;
   egressPort: number;
+  /** GROVE_AGENT_UID/GID: the user agent processes run as; null when both are unset. */
+  agentUser: AgentUser | null;
 }
 
 /** Throws GroveError('invalid_input') naming every variable that is wrong. */
@@ -106,7 +117,14 @@ export function readEnv(env: Record<string, string | undefined> = process.env): 
     providerRelayPort: parsed.GROVE_PROVIDER_RELAY_PORT,
     egressSocket: parsed.GROVE_EGRESS_SOCKET,
     egressPort: parsed.GROVE_EGRESS_PORT,
+    agentUser: agentUserOf(parsed.GROVE_AGENT_UID, parsed.GROVE_AGENT_GID),
   };
+}
+
+function agentUserOf(uid: number | undefined, gid: number | undefined): AgentUser | null {
+  if (uid === undefined && gid === undefined) return null;
+  if (uid === undefined || gid === undefined) throw new GroveError('invalid_input', 'GROVE_AGENT_UID and GROVE_AGENT_GID go together: set both or neither');
+  return { uid, gid };
 }
 
 function parseAgentConfig(json: string | undefined, providerVar: string | undefined): AgentConfig | undefined {

@@ -3,6 +3,7 @@ import { createBackend } from './backend.ts';
 import { createEgressRelay } from './egress-relay.ts';
 import { agentEnv, readEnv } from './env.ts';
 import { createLogger } from './logger.ts';
+import { WRITE_FILE_ARG, writeWorkspaceFileMain } from './providers/workspace-files.ts';
 
 /** docker stop waits 10 s before SIGKILL; give up a little earlier so the exit is ours. */
 const FORCE_EXIT_MS = 8000;
@@ -66,4 +67,9 @@ async function main(): Promise<void> {
   }
 }
 
-void main();
+if (process.argv[2] === WRITE_FILE_ARG) {
+  // A child started as the agent's user by writeWorkspaceFileAs: one write, one JSON line, exit.
+  void writeWorkspaceFileMain(process.argv.slice(3), process.stdin).then((line) => process.stdout.write(`${line}\n`));
+} else {
+  void main();
+}

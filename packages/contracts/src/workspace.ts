@@ -6,6 +6,38 @@ import { pullRequestSchema } from './git-flow.ts';
 export const workspaceStateSchema = z.enum(['queued', 'creating', 'running', 'stopped', 'tearing-down', 'gone', 'failed']);
 export type WorkspaceState = z.infer<typeof workspaceStateSchema>;
 
+/**
+ * A workspace's disk quota and what of it is used (statfs of its filesystem image, which holds the worktree and
+ * the agent's state dir). Absent or null: no quota applies (Grove not running as root, or a workspace forked
+ * before quotas), or its filesystem is not mounted right now.
+ */
+export const diskUsageSchema = z.object({
+  usedBytes: z.number().int().nonnegative(),
+  totalBytes: z.number().int().positive(),
+  usedInodes: z.number().int().nonnegative(),
+  totalInodes: z.number().int().positive(),
+});
+export type DiskUsage = z.infer<typeof diskUsageSchema>;
+
+/** From this share of bytes or inodes used, the card warns. */
+export const DISK_WARN_RATIO = 0.9;
+/**
+ * Full: less than this left (or DISK_FULL_SLACK_RATIO of the total, if more). ext4 answers ENOSPC a little before
+ * its last block is handed out (block reservations for a write in flight, metadata), so "100%" is "almost nothing
+ * left", not zero: a 32 MiB image refused a write with 1.2 MiB still free.
+ */
+export const DISK_FULL_SLACK_BYTES = 4 * 1024 * 1024;
+export const DISK_FULL_SLACK_RATIO = 0.005;
+
+/** ok, warn (>= 90% of bytes or inodes), full (no room for another file, or no inode left). */
+export function diskLevel(d: DiskUsage): { level: 'ok' | 'warn' | 'full'; by: 'bytes' | 'inodes' | null } {
+  if (d.totalBytes - d.usedBytes < Math.max(DISK_FULL_SLACK_BYTES, d.totalBytes * DISK_FULL_SLACK_RATIO)) return { level: 'full', by: 'bytes' };
+  if (d.usedInodes >= d.totalInodes) return { level: 'full', by: 'inodes' };
+  if (d.usedBytes >= d.totalBytes * DISK_WARN_RATIO) return { level: 'warn', by: 'bytes' };
+  if (d.usedInodes >= d.totalInodes * DISK_WARN_RATIO) return { level: 'warn', by: 'inodes' };
+  return { level: 'ok', by: null };
+}
+
 export const workspaceSchema = z.object({
   slug: slugSchema,
   project: z.string(),
@@ -30,6 +62,8 @@ export const workspaceSchema = z.object({
   cleanupHeld: z.string().nullable().optional(),
   /** This workspace's keepCheckoutOnClose (overrides the project's); null or absent: the project decides. */
   keepCheckoutOnClose: z.boolean().nullable().optional(),
+  /** Its disk quota and usage (diskUsageSchema); set by list and get, absent in the answers of lifecycle calls. */
+  disk: diskUsageSchema.nullable().optional(),
 });
 export type Workspace = z.infer<typeof workspaceSchema>;
 
@@ -105,6 +139,11 @@ export const eventTypeSchema = z.enum([
   'workspace.kept',
   /** A fork could not start where it was asked to (a pull request's head); data says where it started instead and why. */
   'workspace.base_fallback',
+  /**
+   * The workspace's disk quota is used up (data.by: bytes or inodes, with the figures): the agent's writes fail
+   * with ENOSPC until files are removed. Recorded once per crossing.
+   */
+  'workspace.disk_full',
 ]);
 export type EventType = z.infer<typeof eventTypeSchema>;
 

@@ -20,7 +20,7 @@ import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
 import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `agents-${randomBytes(4).toString('hex')}`;
 const API_KEY = `sk-ant-test-${randomBytes(12).toString('hex')}`;
 
@@ -123,7 +123,7 @@ function containerOf(slug: string): string {
 }
 
 function exec(container: string, script: string): string {
-  return execFileSync('docker', ['exec', container, 'sh', '-c', script], { encoding: 'utf8' });
+  return execFileSync('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', script], { encoding: 'utf8' });
 }
 
 const grove = (l: ThreadLine) => (l.kind === 'raw' && l.provider === 'grove' ? (l.event as { type: string }) : null);
@@ -219,7 +219,8 @@ describe('claude in a real sandbox', () => {
       await expect(g.undo('cc~one')).rejects.toMatchObject({ code: 'invalid_state' });
       const marks = threadResponseSchema.parse((await http(socket, { path: '/thread' })).json).lines.map(grove).filter((e) => e?.type === 'undo');
       expect(marks).toEqual([expect.objectContaining({ undoneTurn: 'turn-2' }), expect.objectContaining({ undoneTurn: 'turn-1' })]);
-      expect(git(worktree, 'status', '--porcelain')).toBe('');
+      // The sandbox's own view: its index agrees with the branch after every checkpoint and undo.
+      expect(exec(containerOf('cc~one'), 'cd /workspace && git status --porcelain').trim()).toBe('');
       // Checkpoints after turns (the default): the branch holds each changing turn and each undo, and ends
       // where it started, tree for tree; nothing was rewritten.
       const repo = join(home, 'repos', 'cc');

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cp, mkdir, readdir, rename, rm } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { cp, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -43,22 +43,52 @@ export async function isNonEmptyDir(path: string): Promise<boolean> {
   }
 }
 
-/** Move src to dest (creating dest's parent); falls back to copy + remove across filesystems. No-op when src is absent. */
+/** An existing directory with nothing in it (false when absent or not a directory). */
+export async function isEmptyDir(path: string): Promise<boolean> {
+  try {
+    return (await readdir(path)).length === 0;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Move src to dest (creating dest's parent). Falls back to copy + remove across filesystems, and when src is a
+ * mount point (a workspace's state dir bound from its disk image: rename answers EBUSY), which is then emptied
+ * and stays. The copy takes regular files, directories and links (as links); a FIFO, socket or device the agent
+ * left is skipped, never opened. No-op when src is absent.
+ */
 export async function moveInto(src: string, dest: string): Promise<boolean> {
   if (!existsSync(src)) return false;
   await mkdir(dirname(dest), { recursive: true });
   try {
     await rename(src, dest);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EXDEV') throw e;
-    await cp(src, dest, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true });
-    await rm(src, { recursive: true, force: true });
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'EXDEV' && code !== 'EBUSY') throw e;
+    await cp(src, dest, { recursive: true, preserveTimestamps: true, verbatimSymlinks: true, filter: copyable });
+    await removeDir(src);
   }
   return true;
 }
 
+async function copyable(src: string): Promise<boolean> {
+  const s = await lstat(src);
+  return s.isFile() || s.isDirectory() || s.isSymbolicLink();
+}
+
+/**
+ * rm -r. A mount point (a workspace's disk image bound onto its worktree or state path) is emptied and left in
+ * place: rmdir of a mount point is EBUSY, and unmounting it is the volume step's job.
+ */
 export async function removeDir(path: string): Promise<void> {
-  await rm(path, { recursive: true, force: true });
+  try {
+    await rm(path, { recursive: true, force: true });
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EBUSY') throw e;
+    // rm -r tries rmdir first and stops at EBUSY: empty it entry by entry (rm never follows a link).
+    for (const name of await readdir(path)) await rm(join(path, name), { recursive: true, force: true });
+  }
 }
 
 export function sleep(ms: number): Promise<void> {

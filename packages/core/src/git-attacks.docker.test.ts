@@ -198,9 +198,11 @@ describe('the checkpoint\'s staged index cannot be turned into a chown of a host
     expect(st.mode & 0o777).toBe(0o600);
     expect(readFileSync(victim, 'utf8')).toBe('root only\n');
     // The checkpoint still did its job: the worktree's index is a regular file the sandbox user owns, and clean.
-    const admin = join(home, 'repos', 'demo', 'worktrees', 'race');
-    expect(lstatSync(join(admin, 'index')).isFile()).toBe(true);
-    expect(lstatSync(join(admin, 'index')).uid).toBe(1000);
+    // (The sandbox's own git dir when it has one, else the host's admin dir.)
+    const own = join(home, 'sandbox-git', slug);
+    const index = existsSync(own) ? join(own, 'index') : join(home, 'repos', 'demo', 'worktrees', 'race', 'index');
+    expect(lstatSync(index).isFile()).toBe(true);
+    expect(lstatSync(index).uid).toBe(1000);
     expect((await agentOk(slug, 'git status --porcelain')).trim()).toBe('');
   }, 240_000);
 });

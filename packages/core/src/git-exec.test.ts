@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { execGit, gitText } from './git-exec.ts';
 import { git } from './test-support/repo.ts';
@@ -43,5 +44,21 @@ describe('git-exec', () => {
     expect(r.overflow).toBe(true);
     expect(r.timedOut).toBe(false);
     expect(r.stdout.length).toBe(1000);
+  });
+});
+
+describe('one way to run host git', () => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const sources = readdirSync(here).filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts'));
+
+  it('only git-exec.ts, fsutil.ts and volume.ts start processes in core, and only git-exec.ts runs git', () => {
+    const starting = sources.filter((f) => /from '(node:)?child_process'|from 'simple-git'/.test(readFileSync(join(here, f), 'utf8')));
+    expect(starting.sort()).toEqual(['fsutil.ts', 'git-exec.ts', 'volume.ts']);
+    for (const f of ['fsutil.ts', 'volume.ts']) {
+      // Their programs are named literals: chown, mount, e2fsck...; never git.
+      const text = readFileSync(join(here, f), 'utf8');
+      expect(text, f).not.toMatch(/\b(run|execFile|spawn|execFileSync|spawnSync)\(\s*['"`]git['"`]/);
+      expect(text, f).not.toMatch(/\b(run|execFile|spawn|execFileSync|spawnSync)\(\s*[a-zA-Z_$][\w$]*\s*,/);
+    }
   });
 });

@@ -10,7 +10,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
-import { git, makeSourceRepo } from './test-support/repo.ts';
+import { scanRegistry } from './test-support/registry-scan.ts';
+import { git, gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
 import { startTestForge } from './test-support/test-forge.ts';
 import type { TestForge } from './test-support/test-forge.ts';
 
@@ -162,7 +163,7 @@ describe('checkpoint', () => {
     expect(git(repo, 'show', 'grove/cp:new.txt')).toBe('new');
     expect(() => git(repo, 'show', 'grove/cp:debug.log')).toThrow();
     // The worktree's own index was replaced by the checkpoint's, so the sandbox sees a clean tree.
-    expect(git(wt, 'status', '--porcelain')).toBe('');
+    expect(gitInWorktree(wt, 'status', '--porcelain')).toBe('');
     const events = await g.events({ slug: 'demo~cp', type: 'workspace.checkpoint' });
     expect(events.map((e) => e.data.commit)).toEqual([cp.commit]);
 
@@ -171,24 +172,22 @@ describe('checkpoint', () => {
     await expect(g.checkpoint('demo~nope')).rejects.toMatchObject({ code: 'workspace_not_found' });
   });
 
-  it('never reads the worktree\'s .git: one naming another workspace\'s admin dir changes nothing there', async () => {
+  it('never follows a worktree .git that names another workspace\'s admin dir: the checkpoint is its own, the other is untouched', async () => {
     const g = await open();
     await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
     await g.fork({ project: 'demo', name: 'a' });
     await g.fork({ project: 'demo', name: 'b' });
-    const own = join(home, 'repos', 'demo', 'worktrees', 'a');
-    const other = join(home, 'repos', 'demo', 'worktrees', 'b');
+    const repo = join(home, 'repos', 'demo');
+    const other = join(repo, 'worktrees', 'b');
     const index = readFileSync(join(other, 'index'));
-    const ownIndex = readFileSync(join(own, 'index'));
+    const bTip = git(repo, 'rev-parse', 'grove/b');
     writeFileSync(join(worktree('a'), '.git'), `gitdir: ${other}\n`);
     writeFileSync(join(worktree('a'), 'x.txt'), 'x\n');
     const cp = await g.checkpoint('demo~a');
     expect(cp.files).toEqual(['x.txt']);
-    // b's index is as it was; a's own (found from the host side) is the checkpoint's.
+    expect(git(repo, 'rev-parse', 'grove/a')).toBe(cp.commit);
     expect(readFileSync(join(other, 'index')).equals(index)).toBe(true);
-    expect(readFileSync(join(own, 'index')).equals(ownIndex)).toBe(false);
-    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/a')).toBe(cp.commit);
-    expect(git(join(home, 'repos', 'demo'), 'rev-parse', 'grove/b')).toBe(git(join(home, 'repos', 'demo'), 'rev-parse', 'main'));
+    expect(git(repo, 'rev-parse', 'grove/b')).toBe(bTip);
   });
 
   it('defaults to Grove <grove@localhost> and works while the workspace is stopped', async () => {
@@ -244,7 +243,7 @@ describe('checkpoint after a turn', () => {
     expect(git(repo, 'log', '-1', '--format=%an|%s', 'grove/t')).toBe('Ada|Add the second file please');
     expect(git(repo, 'log', '-1', '--format=%b', 'grove/t')).toContain('two.txt');
     expect(git(repo, 'show', 'grove/t:one.txt')).toBe('1');
-    expect(git(worktree('t'), 'status', '--porcelain')).toBe('');
+    expect(gitInWorktree(worktree('t'), 'status', '--porcelain')).toBe('');
 
     // A turn that changed nothing commits nothing.
     const tip = git(repo, 'rev-parse', 'grove/t');
@@ -326,7 +325,14 @@ describe('publish', () => {
     expect(readFileSync(join(repo, 'config'), 'utf8')).not.toContain(TOKEN);
     expect(readFileSync(join(home, 'config', 'demo.json'), 'utf8')).not.toContain(TOKEN);
     expect(JSON.stringify(await g.events({ limit: 1000 }))).not.toContain(TOKEN);
-    expect(readFileSync(join(home, 'grove.db')).includes(TOKEN)).toBe(false);
+    // The registry, read through SQL (rows still in the WAL included) and as raw files (grove.db, -wal, -shm).
+    // The pull request's address, written by the last publish, proves the scan sees the newest rows.
+    const registry = await scanRegistry(join(home, 'grove.db'));
+    expect(registry.tables).toEqual(expect.arrayContaining(['projects', 'workspaces', 'events']));
+    expect(registry.files).toContain(join(home, 'grove.db-wal'));
+    expect(registry.text).toContain(out.pullRequest.url);
+    expect(registry.text.includes(TOKEN)).toBe(false);
+    expect(registry.raw.includes(TOKEN)).toBe(false);
     expect(logs.length).toBeGreaterThan(0);
     expect(logs.join('')).not.toContain(TOKEN);
   });

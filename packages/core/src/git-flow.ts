@@ -360,11 +360,13 @@ export class GitFlow {
     const config = await this.d.config(row.project);
     const who = config.git ?? DEFAULT_GIT_SETTINGS;
     const repo = this.d.paths.repo(row.project);
+    const sandboxGit = this.d.paths.sandboxGit(slug);
     const cp = await this.d.withLock(row.project, async () =>
       checkpointWorktree(repo, {
         worktree,
-        // The worktree's index, found from the host side (never from its .git file, which the agent writes).
-        indexPath: join(await worktreeAdminDir(repo, worktree), 'index'),
+        // The index the sandbox's git uses (its own git dir), else (a workspace not started since it got one) the host's
+        // admin index, found from the host side: never through the worktree's .git, which the agent writes.
+        indexPath: existsSync(sandboxGit) ? join(sandboxGit, 'index') : join(await worktreeAdminDir(repo, worktree), 'index'),
         scratch: this.d.paths.scratchRoot,
         branch: row.branch,
         message: message ?? `grove: checkpoint of ${slug}`,

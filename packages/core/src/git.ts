@@ -6,6 +6,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { execGit, gitText } from './git-exec.ts';
 import type { GitExecOptions } from './git-exec.ts';
+import { isEmptyDir, removeDir } from './fsutil.ts';
 
 /**
  * The git operations core needs, all through git-exec.ts (explicit GIT_DIR, hardened config, deadline).
@@ -121,41 +122,33 @@ async function findWorktree(repo: string, path: string): Promise<WorktreeEntry |
 }
 
 /**
- * Reads a small host file that sits where an agent could have written: never through a link (O_NOFOLLOW),
- * never blocking on a FIFO (O_NONBLOCK, then only a regular file is read), at most maxBytes. Null otherwise.
+ * The worktree's own admin dir (<common>/worktrees/<id>): the one whose host-written `gitdir` names
+ * <worktree>/.git. Never read from the worktree's .git file: that is the agent's, and names the sandbox's own
+ * git dir. git's id is the basename unless it was taken (then a number is appended), so that one is tried first.
  */
-export async function readSmallFile(path: string, maxBytes = 4096): Promise<string | null> {
+export async function worktreeAdminDir(repo: string, worktreePath: string): Promise<string> {
+  const root = resolve(await canonical(repo), 'worktrees');
+  const want = resolve(worktreePath, '.git');
+  const ids = await readdir(root).catch(() => [] as string[]);
+  const first = basename(worktreePath);
+  for (const id of [first, ...ids.filter((i) => i !== first)]) {
+    if (!ids.includes(id)) continue;
+    const text = await readSmallRegular(join(root, id, 'gitdir'));
+    if (text !== null && text.trim() === want) return join(root, id);
+  }
+  throw new GroveError('git_failed', `${worktreePath} is not a worktree of ${repo}`);
+}
+
+/** A small regular file's text, opened without following a link or blocking on a FIFO; null otherwise. */
+async function readSmallRegular(path: string): Promise<string | null> {
   const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => null);
   if (!fh) return null;
   try {
     const st = await fh.stat();
-    if (!st.isFile() || st.size > maxBytes) return null;
-    const buf = Buffer.alloc(maxBytes);
-    const { bytesRead } = await fh.read(buf, 0, maxBytes, 0);
-    return buf.subarray(0, bytesRead).toString('utf8');
+    return st.isFile() && st.size <= 4096 ? await fh.readFile('utf8') : null;
   } finally {
     await fh.close();
   }
-}
-
-/**
- * The worktree's admin dir (<common>/worktrees/<id>), found from the host side: never from the worktree's
- * `.git` file (the agent writes it). git names the id after the worktree's basename, with a number appended
- * when that is taken; of those candidates, the one whose gitdir names this worktree. Until the admin dirs are
- * host-only (issue 14's layout) their gitdir files are agent-writable, which is why the plain basename wins
- * whenever it matches: another workspace has another basename.
- */
-export async function worktreeAdminDir(repo: string, worktreePath: string): Promise<string> {
-  const root = join(repo, 'worktrees');
-  const base = basename(worktreePath);
-  const names = (await readdir(root).catch(() => [] as string[])).filter((n) => n === base || (n.startsWith(base) && /^\d+$/.test(n.slice(base.length))));
-  names.sort((a, b) => a.length - b.length || a.localeCompare(b));
-  const want = resolve(worktreePath, '.git');
-  for (const n of names) {
-    const text = (await readSmallFile(join(root, n, 'gitdir')))?.trim();
-    if (text && resolve(text) === want) return join(root, n);
-  }
-  throw new GroveError('git_failed', `no admin dir of ${repo} belongs to the worktree ${worktreePath}`);
 }
 
 /** The entries of <repo>/worktrees (the admin dirs), to tell which one a `worktree add` created. */
@@ -190,7 +183,8 @@ export async function ensureWorktree(
   opts: { path: string; branch: string; base: string; beforeRemove?: () => Promise<unknown> },
 ): Promise<EnsureWorktreeResult> {
   const { path, branch, base } = opts;
-  if (!existsSync(path)) {
+  // An empty directory git does not know is vacant too: the worktree's disk image is mounted there before the add.
+  if (!existsSync(path) || ((await isEmptyDir(path)) && !(await findWorktree(repo, path)))) {
     // The common case, a new fork: nothing at the path, so no `worktree list` to look for one.
     await mkdir(dirname(path), { recursive: true });
     const createdBranch = !(await branchExists(repo, branch));
@@ -232,7 +226,8 @@ export async function removeWorktree(repo: string, path: string): Promise<void> 
       // The directory may already be gone; rm + prune below finish the job.
     }
   }
-  await rm(path, { recursive: true, force: true });
+  // removeDir: a worktree bound from the workspace's disk image is a mount point, emptied here and unmounted later.
+  await removeDir(path);
   await prune(repo);
 }
 

@@ -1,7 +1,7 @@
 // The lifecycle for real: git repos in temp dirs, a SQLite file, the Docker driver and the grove-sandbox image.
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,8 +14,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove, GroveOptions } from './index.ts';
 import { branches, makeSourceRepo } from './test-support/repo.ts';
+import { volumesSupported } from './volume.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `core-${randomBytes(4).toString('hex')}`;
 
 function dockerReady(): boolean {
@@ -27,6 +28,15 @@ function dockerReady(): boolean {
   }
 }
 const ready = dockerReady();
+/** Every workspace here lives in its own disk image when the host can loop-mount (root): the lifecycle with the quota on. */
+const QUOTA = volumesSupported().ok && existsSync('/dev/loop-control') ? { bytes: 64 * 1024 * 1024, inodes: 4_096 } : null;
+
+function mountsUnder(root: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4] ?? '')
+    .filter((p) => p.startsWith(`${root}/`));
+}
 
 let tmp: string;
 let source: string;
@@ -44,6 +54,8 @@ afterEach(async () => {
 afterAll(() => {
   if (!ready) return;
   removeContainers();
+  // A failed test may leave disk images mounted: unmount them (newest first) so no loop device outlives the file.
+  for (const p of mountsUnder(tmp).reverse()) execFileSync('umount', ['--', p]);
   rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -95,6 +107,7 @@ async function freshHome(over: Partial<GroveOptions> = {}): Promise<{ grove: Gro
     maxRunning: 3,
     logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }),
     healthTimeoutMs: 30_000,
+    diskQuota: QUOTA,
     ...over,
   });
   groves.push(grove);
@@ -115,7 +128,7 @@ describe('lifecycle with the Docker driver', () => {
 
     // The sandbox sees the worktree and git works inside it (common dir read-only, admin dir writable).
     const [id] = containers('demo~life');
-    const status = execFileSync('docker', ['exec', id ?? '', 'git', 'status', '--porcelain=v1', '--branch'], { encoding: 'utf8' });
+    const status = execFileSync('docker', ['exec', '-u', '1000:1000', id ?? '', 'git', 'status', '--porcelain=v1', '--branch'], { encoding: 'utf8' });
     expect(status).toContain('## grove/life');
 
     // A message lands in the thread, which must survive stop/start.
@@ -136,6 +149,8 @@ describe('lifecycle with the Docker driver', () => {
     const gone = await grove.teardown('demo~life');
     expect(gone.state).toBe('gone');
     expect(containers('demo~life')).toEqual([]);
+    expect(mountsUnder(home)).toEqual([]);
+    expect(existsSync(join(home, 'volumes', 'demo~life'))).toBe(false);
     expect(existsSync(join(home, 'worktrees', 'demo', 'life'))).toBe(false);
     expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
     expect(branches(join(home, 'repos', 'demo'))).toContain('grove/life');
@@ -233,7 +248,7 @@ describe('lifecycle with the Docker driver', () => {
     await first.close();
     groves.splice(0);
     const script = fileURLToPath(new URL('./test-support/fork-and-hang.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', 'tsx', script, home, INSTANCE, IMAGE, 'demo', 'killed'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, home, INSTANCE, IMAGE, 'demo', 'killed', ...(QUOTA ? [JSON.stringify(QUOTA)] : [])], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     child.stdout?.on('data', (d: Buffer) => (out += d.toString()));
     const deadline = Date.now() + 60_000;
@@ -245,6 +260,7 @@ describe('lifecycle with the Docker driver', () => {
     // What the crash left: a creating row, a worktree and a running container.
     expect(containers('demo~killed')).toHaveLength(1);
     expect(ls(join(home, 'worktrees', 'demo'))).toEqual(['killed']);
+    if (QUOTA) expect(mountsUnder(home)).toHaveLength(4); // its image, and its worktree, state and git dir binds
 
     const grove = await createGrove({
       home,
@@ -252,6 +268,7 @@ describe('lifecycle with the Docker driver', () => {
       image: IMAGE,
       maxRunning: 3,
       logger: pino({ level: 'silent' }),
+      diskQuota: QUOTA,
     });
     groves.push(grove);
     expect((await grove.get('demo~killed')).state).toBe('creating');
@@ -262,6 +279,8 @@ describe('lifecycle with the Docker driver', () => {
     expect(containers('demo~killed')).toEqual([]);
     expect(ls(join(home, 'worktrees', 'demo'))).toEqual([]);
     expect(ls(join(home, 'repos', 'demo', 'worktrees'))).toEqual([]);
+    expect(mountsUnder(home)).toEqual([]);
+    expect(ls(join(home, 'volumes'))).toEqual([]);
     expect(branches(join(home, 'repos', 'demo'))).not.toContain('grove/killed');
     expect(await grove.capacity()).toMatchObject({ running: 0, creating: 0 });
     // The slug is usable again.

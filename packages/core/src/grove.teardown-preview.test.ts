@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createGrove } from './index.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
-import { git, makeSourceRepo } from './test-support/repo.ts';
+import { gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
 
 let tmp: string;
 let driver: FakeDriver;
@@ -44,8 +44,8 @@ describe('teardown preview', () => {
     });
 
     writeFileSync(join(wt, 'committed.txt'), 'c');
-    git(wt, 'add', 'committed.txt');
-    git(wt, 'commit', '-q', '-m', 'work');
+    gitInWorktree(wt, 'add', 'committed.txt');
+    gitInWorktree(wt, 'commit', '-q', '-m', 'work');
     writeFileSync(join(wt, 'README.md'), 'edited');
     writeFileSync(join(wt, 'scratch.txt'), 's');
     const dirty = await g.teardownPreview('demo~feat');

@@ -10,7 +10,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { Grove } from './index.ts';
 import { ensureWorktree, resolveCommit } from './git.ts';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
-import { branches, git } from './test-support/repo.ts';
+import { branches, git, gitInWorktree } from './test-support/repo.ts';
 
 const fx = useGroveFixture({
   tmpPrefix: 'grove-core-',
@@ -140,7 +140,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       expect(spec).toMatchObject({
         worktreePath: join(fx.home, 'worktrees', 'demo', 'fix-1'),
         gitCommonDir: join(fx.home, 'repos', 'demo'),
-        gitAdminDir: join(fx.home, 'repos', 'demo', 'worktrees', 'fix-1'),
+        sandboxGitDir: join(fx.home, 'sandbox-git', 'demo~fix-1'),
         runDir: join(fx.home, 'run', 'demo~fix-1'),
         threadDir: join(fx.home, 'threads', 'demo~fix-1'),
         stateDir: join(fx.home, 'state', 'demo~fix-1'),
@@ -274,9 +274,8 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const wt = join(fx.home, 'worktrees', 'demo', 'x');
       await until(async () => (await eventTypes(g, 'demo~x')).includes('sandbox.started'));
       writeFileSync(join(wt, 'work.txt'), 'work');
-      const { git } = await import('./test-support/repo.ts');
-      git(wt, 'add', '.');
-      git(wt, 'commit', '-q', '-m', 'work');
+      gitInWorktree(wt, 'add', '.');
+      gitInWorktree(wt, 'commit', '-q', '-m', 'work');
       expect(await pending).toMatchObject({ code: 'spawn_failed' });
       expect(branches(join(fx.home, 'repos', 'demo'))).toContain('grove/x');
       expect(existsSync(wt)).toBe(false);
@@ -492,9 +491,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
         insert: [{ slug: 'demo~crashed', project: 'demo', name: 'crashed', branch: 'grove/crashed', baseRef: 'main', state: 'creating', createdAt: now, updatedAt: now }],
       });
       const base = (await resolveCommit(repo, 'main')) ?? '';
-      const wt = await ensureWorktree(repo, { path: join(fx.home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
+      await ensureWorktree(repo, { path: join(fx.home, 'worktrees', 'demo', 'crashed'), branch: 'grove/crashed', base });
       mkdirSync(join(fx.home, 'run', 'demo~crashed'), { recursive: true });
-      await fx.driver.ensure({ ...(fx.driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(fx.home, 'run', 'demo~crashed'), gitAdminDir: wt.adminDir });
+      await fx.driver.ensure({ ...(fx.driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~crashed', runDir: join(fx.home, 'run', 'demo~crashed'), sandboxGitDir: join(fx.home, 'sandbox-git', 'demo~crashed') });
       // - a container whose workspace the registry no longer knows
       mkdirSync(join(fx.tmp, 'orphan-run'));
       await fx.driver.ensure({ ...(fx.driver.containers.get('demo~alive')?.spec ?? ({} as never)), slug: 'demo~orphan', runDir: join(fx.tmp, 'orphan-run') });
@@ -570,7 +569,7 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
     function dirty(wt: string): Record<string, Buffer | null> {
       writeFileSync(join(wt, 'README.md'), '# edited\n');
       writeFileSync(join(wt, 'staged.txt'), 'staged\n');
-      git(wt, 'add', 'staged.txt');
+      gitInWorktree(wt, 'add', 'staged.txt');
       mkdirSync(join(wt, 'src'), { recursive: true });
       writeFileSync(join(wt, 'src', 'new.bin'), Buffer.from([0, 159, 146, 150, 255]));
       writeFileSync(join(wt, '.gitignore'), 'build/\n');

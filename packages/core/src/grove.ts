@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import {
   DEFAULT_WORKSPACE_NAME,
@@ -23,17 +23,19 @@ import {
   putOverlayFileRequestSchema,
   projectConfigPatchSchema,
   sourceKind,
+  diskLevel,
 } from '@grove/contracts';
-import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
+import type { Capacity, DiskUsage, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
   commitsBeyond,
@@ -72,6 +74,8 @@ import type { GrovePaths } from './paths.ts';
 import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
 import type { Registry, Release } from './registry.ts';
 import { openRegistry } from './store.ts';
+import { Volumes, volumesSupported } from './volume.ts';
+import type { VolumeTargets } from './volume.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
@@ -85,11 +89,15 @@ const HEALTH_POLL_MS = 50;
 /** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
 const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
+/** The backend's user (root in the container): owner of the run and thread dirs and of every host socket there. */
+const BACKEND = { uid: BACKEND_UID, gid: BACKEND_GID };
 /** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
 const MAX_SOCKET_PATH_BYTES = 107;
 /** The idle sweep runs every half idle period, within these bounds. */
 const IDLE_SWEEP_MIN_MS = 50;
 const IDLE_SWEEP_MAX_MS = 60_000;
+/** How often the disk quota of running workspaces is read, so workspace.disk_full is recorded when it fills. */
+const DEFAULT_DISK_WATCH_MS = 15_000;
 
 type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
@@ -103,6 +111,8 @@ interface Undo {
   worktree: boolean;
   branchCreated: boolean;
   baseCommit: string | null;
+  /** The workspace's disk image may exist (it is made before the worktree is added in it). */
+  volume: boolean;
 }
 
 /** Run fn, then end the hold (a Release never rejects). */
@@ -181,6 +191,11 @@ class GroveImpl implements Grove {
   private closed = false;
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private sweeping = false;
+  /** Per-workspace disk images (the disk and inode quota); null when no quota applies. */
+  private readonly volumes: Volumes | null = null;
+  /** Slugs whose disk was full at the last look: workspace.disk_full is recorded once per crossing. */
+  private readonly diskFull = new Set<string>();
+  private readonly diskTimer: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly opts: GroveOptions,
@@ -209,7 +224,8 @@ class GroveImpl implements Grove {
       runDir: (slug) => paths.run(slug),
       onTurnEnded: (slug, req) => this.guard.onTurnEnded(slug, req),
       providerRelay: opts.providerRelay && { upstream: new URL(opts.providerRelay.upstream), apiKey: opts.providerRelay.apiKey },
-      ...(owner ? { socketOwner: owner } : {}),
+      // Only the backend (root in the sandbox) connects; the run dir is 0700 and the sockets 0660 root's.
+      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     this.lock = new RepoLock({
       dir: paths.locksRoot,
@@ -222,7 +238,7 @@ class GroveImpl implements Grove {
       socketPath: (slug) => paths.egressSocket(slug),
       emit: (slug, type, data) => this.emitSoon(slug, type, data),
       options: opts.egress,
-      socketOwner: OWNER,
+      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     const idle = opts.idleStopMs ?? 0;
     if (idle > 0) {
@@ -230,6 +246,16 @@ class GroveImpl implements Grove {
       this.idleTimer = setInterval(() => void this.idleSweep(idle), every);
       // The sweep never keeps a process alive on its own; close() clears it.
       this.idleTimer.unref();
+    }
+    if (opts.diskQuota) {
+      const ok = volumesSupported();
+      if (ok.ok) {
+        this.volumes = new Volumes({ paths, quota: opts.diskQuota, owner });
+        this.diskTimer = setInterval(() => void this.watchDisks(), opts.diskWatchMs ?? DEFAULT_DISK_WATCH_MS);
+        this.diskTimer.unref();
+      } else {
+        this.log.warn({ reason: ok.reason }, `no disk quota for workspaces: ${ok.reason}`);
+      }
     }
     this.flow = new GitFlow({
       paths,
@@ -273,7 +299,8 @@ class GroveImpl implements Grove {
       for (const r of rows) newest.set(r.slug, r);
       shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
     }
-    return { workspaces: shown.map((r) => toWorkspace(r, positions.get(r.id) ?? null)), capacity };
+    const disks = await this.disksOf(shown);
+    return { workspaces: shown.map((r) => ({ ...toWorkspace(r, positions.get(r.id) ?? null), disk: disks.get(r.slug) ?? null })), capacity };
   }
 
   async capacity(): Promise<Capacity> {
@@ -284,7 +311,7 @@ class GroveImpl implements Grove {
     validSlug(slug);
     const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
     if (!row) throw notFound(slug);
-    return this.view(row);
+    return { ...(await this.view(row)), disk: (await this.disksOf([row])).get(slug) ?? null };
   }
 
   /** The API shape of a row, with its place in the line when it is queued. */
@@ -577,7 +604,7 @@ class GroveImpl implements Grove {
     // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
     const now = await this.store.byId(reserved.id);
     if (now?.state !== 'creating') throw invalidState(now ?? reserved, 'create');
-    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null };
+    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null, volume: false };
     let step: Step = 'worktree';
     try {
       const repo = this.paths.repo(project);
@@ -594,11 +621,20 @@ class GroveImpl implements Grove {
         undo.baseCommit = baseCommit;
         row = (await this.store.update(row.id, { worktreePath: path })) ?? row;
         undo.worktree = true;
+        // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
+        // empty dirs (what an earlier workspace of this slug left there is archived or removed).
+        undo.volume = true;
+        if (this.volumes) {
+          await this.archive(slug, ['state']);
+          await removeDir(this.paths.sandboxGit(slug));
+          await this.volumes.ensure(slug, this.volumeTargets(row), { create: true });
+        }
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => this.saveBeforeRemoval(row, 'fork') });
         undo.branchCreated = r.createdBranch;
         // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
         await clearSnapshots({ repo, objects: this.paths.workspaceObjects(slug), slug });
-        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await this.prepareSandboxGit(row, r.adminDir, { fresh: true });
         // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
         const refused = await copyWritable(await this.currentOverlay(project), path, canChown() ? OWNER : null);
         if (refused.length) this.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
@@ -619,7 +655,7 @@ class GroveImpl implements Grove {
       await this.prepareDirs(slug, { fresh: true });
       this.checkAbort(signal);
 
-      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'created', (s) => (step = s));
+      const { running, containerId } = await this.bringUp(row, signal, 'created', (s) => (step = s));
       row = running;
       await this.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
@@ -640,7 +676,6 @@ class GroveImpl implements Grove {
    */
   private async bringUp(
     reserved: WorkspaceRow,
-    adminDir: string,
     signal: AbortSignal,
     verb: 'created' | 'started',
     at: (step: Step) => void,
@@ -653,7 +688,7 @@ class GroveImpl implements Grove {
     await this.requireImage();
 
     at('container');
-    const info = await this.ensureSandbox(row, adminDir);
+    const info = await this.ensureSandbox(row);
     row = (await this.store.update(row.id, { containerId: info.id })) ?? row;
     this.checkAbort(signal);
 
@@ -669,17 +704,20 @@ class GroveImpl implements Grove {
   /** Undo a fork: container, worktree (+ the branch when this fork created it and it holds no work), dirs, thread. Never throws. */
   private async rollbackFork(row: WorkspaceRow, undo: Undo): Promise<string[]> {
     const problems: string[] = [];
-    const attempt = async (what: string, fn: () => Promise<unknown>): Promise<void> => {
+    const attempt = async (what: string, fn: () => Promise<unknown>): Promise<boolean> => {
       try {
         await fn();
+        return true;
       } catch (e) {
         problems.push(`${what}: ${reasonOf(e)}`);
         this.log.warn({ err: e, slug: row.slug }, `rollback of ${row.slug}: ${what} failed`);
+        return false;
       }
     };
     await attempt('remove container', () => this.opts.driver.remove(row.slug));
+    let worktreeGone = true;
     if (undo.worktree) {
-      await attempt('remove worktree', () =>
+      worktreeGone = await attempt('remove worktree', () =>
         this.lock.withLock(row.project, async () => {
           const repo = this.paths.repo(row.project);
           // A fork never served anyone, so this is normally a no-op; when it cannot save, the worktree stays.
@@ -691,11 +729,15 @@ class GroveImpl implements Grove {
     }
     await attempt('stop egress gate', () => this.gates.close(row.slug));
     await attempt('stop host listeners', () => this.host.close(row.slug));
-    await attempt('remove run and state dirs', async () => {
+    await attempt('remove run, state and sandbox git dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
+      await removeDir(this.paths.sandboxGit(row.slug));
     });
     await attempt('archive thread', () => this.archive(row.slug, ['thread']));
+    // The disk image goes with the worktree in it; a worktree kept because its work could not be saved keeps it.
+    const volumes = this.volumes;
+    if (undo.volume && worktreeGone && volumes) await attempt('remove disk image', () => volumes.destroy(row.slug));
     return problems;
   }
 
@@ -816,9 +858,12 @@ class GroveImpl implements Grove {
       const repo = this.paths.repo(project);
       const path = this.paths.worktree(project, row.name);
       const wt = await this.lock.withLock(project, async () => {
+        // The disk image (mounted again after a reboot) before the worktree in it is looked at.
+        await this.volumes?.ensure(slug, this.volumeTargets(row), { create: false });
         const r = await ensureWorktree(repo, { path, branch: row.branch, base: row.baseRef, beforeRemove: () => this.saveBeforeRemoval(row, 'start') });
         // Host-side git may have written root-owned files since the last start.
-        await chownTree([path, r.adminDir], OWNER.uid, OWNER.gid);
+        await chownTree(path, OWNER.uid, OWNER.gid);
+        await this.prepareSandboxGit(row, r.adminDir, { fresh: !r.reused });
         return r;
       });
       if (!wt.reused) this.log.warn({ slug, branch: row.branch, createdBranch: wt.createdBranch }, 'worktree was missing; re-added it on start');
@@ -830,7 +875,7 @@ class GroveImpl implements Grove {
       // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
       if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
-      const { running, containerId } = await this.bringUp(row, wt.adminDir, signal, 'started', (s) => (step = s));
+      const { running, containerId } = await this.bringUp(row, signal, 'started', (s) => (step = s));
       await this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
@@ -903,7 +948,11 @@ class GroveImpl implements Grove {
     await this.gates.close(slug);
     await this.host.close(slug);
     await removeDir(this.paths.run(slug));
+    await removeDir(this.paths.sandboxGit(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
+    // The disk image last: its worktree was saved and removed, its state archived.
+    await this.volumes?.destroy(slug);
+    this.diskFull.delete(slug);
     const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
     await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
@@ -1200,6 +1249,8 @@ class GroveImpl implements Grove {
       (err) => this.log.warn({ err }, `lost the sandbox event stream, following it again: ${reasonOf(err)}`),
     );
     const released = await this.lock.releaseStale();
+    // Disk images first (after a reboot none is mounted): everything below reads the worktrees inside them.
+    await this.reconcileVolumes();
     const containers = await this.opts.driver.list();
     const listed = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
@@ -1247,6 +1298,7 @@ class GroveImpl implements Grove {
         this.log.error({ err: e, project: p.name }, `worktree reconcile of ${p.name} failed: ${reasonOf(e)}`);
       }
     }
+    await this.removeOrphanVolumes();
     await this.reconcileGates();
     await this.reconcileHostServices();
     // From now on the server serves: fetch projects and follow published workspaces' pull requests.
@@ -1383,6 +1435,7 @@ class GroveImpl implements Grove {
       // default workspace reuses grove/default: only trust the event for it.
       branchCreated: prepared ? prepared.data.branchCreated === true : !row.isDefault,
       baseCommit: recordedBase ?? (await this.lock.withLock(row.project, () => resolveCommit(repo, row.baseRef)).catch(() => null)),
+      volume: true,
     };
     const problems = await this.rollbackFork(row, undo);
     await this.store.update(row.id, { state: 'failed', failureReason: reason, containerId: null }, 'creating');
@@ -1422,6 +1475,103 @@ class GroveImpl implements Grove {
     return removed;
   }
 
+  // ---- disk quota ----
+
+  /** The host paths the disk image's dirs are bound onto: where the rest of Grove (and Docker) finds them. */
+  private volumeTargets(row: { slug: string; project: string; name: string }): VolumeTargets {
+    return { worktree: this.paths.worktree(row.project, row.name), state: this.paths.state(row.slug), git: this.paths.sandboxGit(row.slug) };
+  }
+
+  /**
+   * Mount every disk image under <home>/volumes (after a reboot none is): a live workspace's, and an orphan's
+   * (a teardown or rolled-back fork cut short) so reconcileWorktrees can save what its worktree holds. Never makes one.
+   */
+  private async reconcileVolumes(): Promise<void> {
+    const volumes = this.volumes;
+    if (!volumes) return;
+    for (const slug of await this.volumeSlugs()) {
+      if (this.inflight.has(slug)) continue;
+      try {
+        // Held: another server on this host may be forking (making the image) or tearing down that slug right now.
+        await this.reconcileHeld(slug, () => volumes.ensure(slug, this.volumeTargets({ slug, ...parseSlug(slug) }), { create: false }));
+      } catch (e) {
+        this.log.error({ err: e, slug }, `disk image of ${slug} could not be mounted: ${reasonOf(e)}`);
+      }
+    }
+  }
+
+  /** Delete the disk images no live workspace owns once reconcileWorktrees has saved and removed their worktree. */
+  private async removeOrphanVolumes(): Promise<void> {
+    const volumes = this.volumes;
+    if (!volumes) return;
+    for (const slug of await this.volumeSlugs()) {
+      if ((await this.store.live(slug)) || this.inflight.has(slug)) continue;
+      const { project, name } = parseSlug(slug);
+      try {
+        const removed = await this.reconcileHeld(slug, async () => {
+          if (await this.store.live(slug)) return false;
+          // A worktree whose work could not be saved is still there: its image stays with it.
+          const worktree = this.paths.worktree(project, name);
+          if (existsSync(worktree) && !(await isEmptyDir(worktree))) return false;
+          await this.archive(slug, ['state']);
+          await volumes.destroy(slug);
+          return true;
+        });
+        if (removed) await this.emit(slug, 'workspace.reconciled', { action: 'removed-orphan-volume' });
+      } catch (e) {
+        this.log.error({ err: e, slug }, `orphan disk image of ${slug} could not be removed: ${reasonOf(e)}`);
+      }
+    }
+  }
+
+  /** The slugs with a directory under <home>/volumes (anything else there is not Grove's and left alone). */
+  private async volumeSlugs(): Promise<string[]> {
+    if (!existsSync(this.paths.volumesRoot)) return [];
+    return (await readdir(this.paths.volumesRoot)).filter((n) => {
+      try {
+        validSlug(n);
+        return true;
+      } catch {
+        return false;
+      }
+    });
+  }
+
+  /** Disk usage of the given rows' images, live ones only (a failed or gone row has none). */
+  private async disksOf(rows: readonly WorkspaceRow[]): Promise<Map<string, DiskUsage>> {
+    if (!this.volumes) return new Map();
+    const live = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state)).map((r) => r.slug);
+    const disks = await this.volumes.usageOf(live);
+    for (const r of rows) {
+      const d = disks.get(r.slug);
+      if (d) this.noteDisk(r, d);
+    }
+    return disks;
+  }
+
+  /** Read every running workspace's disk, so a quota that fills is recorded without anyone asking. */
+  private async watchDisks(): Promise<void> {
+    if (this.closed || !this.volumes) return;
+    try {
+      await this.disksOf(await this.store.rows({ states: ['running'] }));
+    } catch (e) {
+      this.log.warn({ err: e }, `disk quota check failed: ${reasonOf(e)}`);
+    }
+  }
+
+  /** workspace.disk_full when the disk becomes full (once, until it has room again). */
+  private noteDisk(row: WorkspaceRow, d: DiskUsage): void {
+    const { level, by } = diskLevel(d);
+    if (level !== 'full') {
+      this.diskFull.delete(row.slug);
+      return;
+    }
+    if (this.diskFull.has(row.slug)) return;
+    this.diskFull.add(row.slug);
+    this.log.warn({ slug: row.slug, by, ...d }, `the disk quota of ${row.slug} is used up (${by})`);
+    this.emitSoon(row.slug, 'workspace.disk_full', { workspaceId: row.id, by, ...d });
+  }
+
   // ---- lifecycle plumbing ----
 
   async close(): Promise<void> {
@@ -1429,6 +1579,7 @@ class GroveImpl implements Grove {
     this.closed = true;
     this.unwatch?.();
     if (this.idleTimer) clearInterval(this.idleTimer);
+    if (this.diskTimer) clearInterval(this.diskTimer);
     this.flow.stopWatch();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
@@ -1512,7 +1663,30 @@ class GroveImpl implements Grove {
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
     // A new workspace never inherits a thread or agent state left under its slug by an earlier one.
     if (o.fresh) await this.archive(slug, ['thread', 'state']);
-    await ensureDirs([this.paths.run(slug), this.paths.thread(slug), this.paths.state(slug)], OWNER);
+    await ensureDirs([this.paths.state(slug)], OWNER);
+    // The backend's: the agent's user can neither list nor change them (its socket, the host's sockets, the
+    // thread). chown -R also takes back what an earlier version let the agent's user own there.
+    const backendDirs = [this.paths.run(slug), this.paths.thread(slug)];
+    await ensureDirs(backendDirs, canChown() ? BACKEND : undefined);
+    if (canChown()) for (const d of backendDirs) await chmod(d, 0o700);
+  }
+
+  /** The sandbox's own git dir and the worktree's .git file naming it (sandbox-git.ts). Under the repository lock. */
+  private async prepareSandboxGit(row: WorkspaceRow, hostAdminDir: string, o: { fresh: boolean }): Promise<void> {
+    // The host's admin dir is the host's alone from now on (an earlier version handed it to the agent's user).
+    await chownTree(hostAdminDir, BACKEND.uid, BACKEND.gid);
+    await mkdir(this.paths.sandboxGitRoot, { recursive: true, mode: 0o755 });
+    await ensureSandboxGitDir({
+      dir: this.paths.sandboxGit(row.slug),
+      worktree: this.paths.worktree(row.project, row.name),
+      branch: row.branch,
+      hostAdminDir,
+      // Files are renamed into the git dir, and rename cannot cross mounts: when the dir is bound from the disk
+      // image, they are made in it (random name, O_EXCL|O_NOFOLLOW, as for the worktree's .git; no sandbox runs now).
+      scratch: this.volumes && (await this.volumes.mounted(row.slug)) ? this.paths.sandboxGit(row.slug) : this.paths.scratchRoot,
+      owner: canChown() ? OWNER : null,
+      fresh: o.fresh,
+    });
   }
 
   /**
@@ -1543,13 +1717,13 @@ class GroveImpl implements Grove {
     throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
   }
 
-  private spec(row: WorkspaceRow, adminDir: string, config: ProjectConfig = {}): SandboxSpec {
+  private spec(row: WorkspaceRow, config: ProjectConfig = {}): SandboxSpec {
     return {
       slug: row.slug,
       project: row.project,
       image: this.opts.image,
       worktreePath: this.paths.worktree(row.project, row.name),
-      gitAdminDir: adminDir,
+      sandboxGitDir: this.paths.sandboxGit(row.slug),
       gitCommonDir: this.paths.repo(row.project),
       runDir: this.paths.run(row.slug),
       threadDir: this.paths.thread(row.slug),
@@ -1561,7 +1735,7 @@ class GroveImpl implements Grove {
     };
   }
 
-  private async ensureSandbox(row: WorkspaceRow, adminDir: string): Promise<SandboxInfo> {
+  private async ensureSandbox(row: WorkspaceRow): Promise<SandboxInfo> {
     const t0 = Date.now();
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
     // host.sock and provider.sock exist before the container does, so its backend finds them at once.
@@ -1571,7 +1745,7 @@ class GroveImpl implements Grove {
       prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
     );
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
-    const spec = { ...this.spec(row, adminDir, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
+    const spec = { ...this.spec(row, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
     const info = await this.opts.driver.ensure(spec);
     await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
     return info;

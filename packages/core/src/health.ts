@@ -1,20 +1,33 @@
 import { request } from 'node:http';
+import { basename, dirname } from 'node:path';
 import { backendHealthSchema } from '@grove/contracts';
+import { verifyBackendSocket } from './backend-socket.ts';
 import type { BackendHealth } from '@grove/contracts';
 
-/** What the host reads of a backend's answer: the backend runs as the agent's user, so it is bounded. */
+/** What the host reads of a backend's answer: it serves what the agent builds, so it is bounded. */
 const MAX_BODY = 1 << 20;
 
 /**
  * One JSON request to a backend over its Unix socket (no keep-alive: one socket per call). The body is
- * parsed as JSON when it is JSON, else given as text; past MAX_BODY the call fails.
+ * parsed as JSON when it is JSON, else given as text; past MAX_BODY the call fails. `timeoutMs` is a
+ * deadline for the whole call (connect, head and body), not an idle bound: a backend that drips its answer
+ * a byte at a time holds the caller (a stop, a health probe) no longer than one that says nothing.
  */
-export function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path: string; body?: unknown; timeoutMs: number }): Promise<{ status: number; body: unknown }> {
+export async function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path: string; body?: unknown; timeoutMs: number }): Promise<{ status: number; body: unknown }> {
+  // Never a link or anything but the backend's own socket (backend-socket.ts); an absent one fails below as before.
+  await verifyBackendSocket(socketPath, basename(dirname(socketPath)), { absent: 'ok' });
   const payload = o.body === undefined ? undefined : JSON.stringify(o.body);
   const headers: Record<string, string | number> = { host: 'grove-backend' };
   if (payload !== undefined) Object.assign(headers, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: o.path, method: o.method, agent: false, timeout: o.timeoutMs, headers }, (res) => {
+    let settled = false;
+    const settle = (fn: () => void): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      fn();
+    };
+    const req = request({ socketPath, path: o.path, method: o.method, agent: false, headers }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;
       res.on('data', (c: Buffer) => {
@@ -30,12 +43,13 @@ export function overSocket(socketPath: string, o: { method: 'GET' | 'POST'; path
         } catch {
           // Not JSON: callers see the raw text.
         }
-        resolve({ status: res.statusCode ?? 0, body });
+        settle(() => resolve({ status: res.statusCode ?? 0, body }));
       });
-      res.on('error', reject);
+      res.on('error', (err) => settle(() => reject(err)));
     });
-    req.on('timeout', () => req.destroy(new Error(`no answer within ${o.timeoutMs} ms`)));
-    req.on('error', reject);
+    const deadline = setTimeout(() => req.destroy(new Error(`no complete answer within ${o.timeoutMs} ms`)), o.timeoutMs);
+    req.on('error', (err) => settle(() => reject(err)));
+    req.on('close', () => settle(() => reject(new Error('the backend closed the connection before answering'))));
     req.end(payload);
   });
 }

@@ -1,11 +1,12 @@
 import { chmod, chown } from 'node:fs/promises';
-import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { HOST_HOOK_SOCKET, PROVIDER_RELAY_SOCKET, isGroveError, turnEndedRequestSchema } from '@grove/contracts';
 import type { TurnEndedRequest, TurnEndedResponse } from '@grove/contracts';
 import type { Logger } from 'pino';
+import { createBoundedServer } from './listener-limits.ts';
+import type { ListenerLimits } from './listener-limits.ts';
 import { createProviderRelay, removeStaleSocket } from './provider-relay.ts';
 import type { ProviderRelay, RelayRecord } from './provider-relay.ts';
 
@@ -22,9 +23,19 @@ export interface HostServicesOptions {
   /** The after-turn work: reverts, snapshot. Its answer is appended to the thread by the backend. */
   onTurnEnded(slug: string, req: TurnEndedRequest): Promise<TurnEndedResponse>;
   /** The relay's upstream and key; absent: no provider.sock (the agent's API calls then fail with 502 inside). */
-  providerRelay?: { upstream: URL; apiKey: string | null; onRequest?: (record: RelayRecord) => void };
+  providerRelay?: { upstream: URL; apiKey: string | null; onRequest?: (record: RelayRecord) => void; limits?: Partial<ListenerLimits> };
   socketOwner?: { uid: number; gid: number };
+  /** Bounds on host.sock (tests shorten them); defaults: HOOK_LIMITS. */
+  hookLimits?: Partial<ListenerLimits>;
 }
+
+/**
+ * host.sock is per workspace and only its backend has reason to call it, one turn report at a time, so
+ * these are generous for that and tight for a sandbox that opens connections by the thousand. The
+ * after-turn work itself is not bounded here (the answer may take a while on a big worktree; the
+ * backend has its own bound); receiving the request is.
+ */
+export const HOOK_LIMITS: ListenerLimits = { maxConnections: 16, maxInFlight: 4, headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, idleTimeoutMs: 5_000 };
 
 interface Listeners {
   hook: Server;
@@ -75,14 +86,13 @@ export class HostServices {
     const log = this.opts.logger.child({ slug, component: 'host-services' });
     const hookPath = join(dir, HOST_HOOK_SOCKET);
     await removeStaleSocket(hookPath);
-    const hookSockets = new Set<Socket>();
-    const hook = createServer((req, res) => void this.handleHook(slug, req, res, log));
-    hook.on('connection', (s: Socket) => {
-      hookSockets.add(s);
-      s.on('close', () => hookSockets.delete(s));
+    const { server: hook, sockets: hookSockets } = createBoundedServer({
+      name: 'host.sock',
+      limits: { ...HOOK_LIMITS, ...this.opts.hookLimits },
+      logger: log,
+      handler: (req, res) => void this.handleHook(slug, req, res, log),
+      refuse: (_req, res, why) => replyJson(res, 429, { code: 'capacity_reached', message: why }),
     });
-    // The after-turn work may take a while on a big worktree; the backend has its own bound.
-    hook.requestTimeout = 0;
     await listenOn(hook, hookPath);
     await this.restrict(hookPath);
 
@@ -94,6 +104,7 @@ export class HostServices {
         upstream: this.opts.providerRelay.upstream,
         apiKey: this.opts.providerRelay.apiKey,
         onRequest: this.opts.providerRelay.onRequest,
+        ...(this.opts.providerRelay.limits ? { limits: this.opts.providerRelay.limits } : {}),
         socketOwner: this.opts.socketOwner,
         logger: this.opts.logger,
       });
@@ -121,14 +132,17 @@ export class HostServices {
   }
 
   private async handleHook(slug: string, req: IncomingMessage, res: ServerResponse, log: Logger): Promise<void> {
-    const reply = (status: number, body: unknown): void => {
-      const text = JSON.stringify(body);
-      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.end(text);
-    };
+    const reply = (status: number, body: unknown): void => replyJson(res, status, body);
     if (req.method !== 'POST' || req.url !== '/turn-ended') {
       req.resume();
       reply(404, { code: 'not_found', message: 'the host hook only answers POST /turn-ended' });
+      return;
+    }
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > MAX_BODY) {
+      // Refused before a byte of it is read; the connection goes too, its body is not drained.
+      res.shouldKeepAlive = false;
+      reply(413, { code: 'invalid_input', message: `the turn report is over ${MAX_BODY} bytes` });
       return;
     }
     let body: unknown;
@@ -151,6 +165,16 @@ export class HostServices {
       reply(500, { code, message: err instanceof Error ? err.message : String(err) });
     }
   }
+}
+
+function replyJson(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  res.end(text);
 }
 
 function listenOn(server: Server, path: string): Promise<void> {

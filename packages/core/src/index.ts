@@ -2,5 +2,6 @@
 export { createGrove, DEFAULT_LIMITS } from './grove.ts';
 export type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 export { PROXY_ENV, defaultPolicy } from './egress.ts';
+export { verifyBackendSocket } from './backend-socket.ts';
 export type { EgressOptions } from './egress.ts';
 export type { WatchResult } from './git-flow.ts';

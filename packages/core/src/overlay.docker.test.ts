@@ -13,7 +13,7 @@ import { createGrove } from './index.ts';
 import type { Grove } from './index.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `ovl-${randomBytes(4).toString('hex')}`;
 const SECRET = 'OVERLAY_DOCKER_SECRET_41d2';
 
@@ -30,7 +30,7 @@ afterAll(async () => {
 /** A shell command in the workspace's container, as its user. */
 function sh(slug: string, script: string): { code: number; out: string } {
   const id = execFileSync('docker', ['ps', '-q', '--filter', `label=${LABELS.instance}=${INSTANCE}`, '--filter', `label=${LABELS.slug}=${slug}`], { encoding: 'utf8' }).trim();
-  const r = spawnSync('docker', ['exec', '-w', '/workspace', id, 'sh', '-c', script], { encoding: 'utf8' });
+  const r = spawnSync('docker', ['exec', '-u', '1000:1000', '-w', '/workspace', id, 'sh', '-c', script], { encoding: 'utf8' });
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
 

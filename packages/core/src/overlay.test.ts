@@ -12,7 +12,7 @@ import type { Grove } from './index.ts';
 import { pushBranch } from './remote.ts';
 import { recordSnapshot, turnRef } from './turn-snapshots.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
-import { git, makeSourceRepo } from './test-support/repo.ts';
+import { git, gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
 
 const SECRET = 'OVERLAY_SECRET_7c1e';
 
@@ -102,7 +102,7 @@ describe('overlay files', () => {
     // The mount point Grove made (Docker would have made it as root) is an empty file, a regular one.
     expect(statSync(join(wt('w'), '.claude', 'settings.local.json')).size).toBe(0);
     // git status in the workspace does not offer the untracked overlay files.
-    expect(git(wt('w'), 'status', '--porcelain', '--untracked-files=all')).not.toMatch(/\.env|settings\.local/);
+    expect(gitInWorktree(wt('w'), 'status', '--porcelain', '--untracked-files=all')).not.toMatch(/\.env|settings\.local/);
 
     // The agent works; the worktree also shows the overlay content (as the mounts do in the sandbox).
     writeFileSync(join(wt('w'), 'app.txt'), 'v2\n');

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { readLastMessage } from './thread-summary.ts';
+import { DEFAULT_SCAN, readLastMessage } from './thread-summary.ts';
 
 const dirs: string[] = [];
 function threadDir(lines: Array<Record<string, unknown> | string>): string {
@@ -62,5 +62,53 @@ describe('readLastMessage', () => {
     fs.rmSync(path.join(fifo, 'thread.jsonl'));
     execFileSync('mkfifo', [path.join(fifo, 'thread.jsonl')]);
     await expect(readLastMessage(fifo)).rejects.toThrow(/not a regular file/);
+  });
+});
+
+// Issue 14, 5c: the sandbox writes thread.jsonl, so what the host spends reading its end is bounded by the host.
+describe('readLastMessage on a hostile thread file', () => {
+  /** Reads with a counter of the bytes read. */
+  async function counted(dir: string, opts: Parameters<typeof readLastMessage>[1] = {}) {
+    let bytes = 0;
+    let reads = 0;
+    const message = await readLastMessage(dir, {
+      ...opts,
+      onRead: (n) => {
+        bytes += n;
+        reads++;
+      },
+    });
+    return { message, bytes, reads };
+  }
+
+  it('reads at most its bound, once, from a 64 MiB tail without a newline, and reports no message', async () => {
+    const dir = threadDir([user('said before the flood'), '']);
+    fs.appendFileSync(path.join(dir, 'thread.jsonl'), Buffer.alloc(64 * 1024 * 1024, 0x78));
+    const { message, bytes, reads } = await counted(dir);
+    // Before the fix this took a minute of CPU (every chunk re-searched the whole carried tail).
+    expect(message).toBeNull();
+    expect(bytes).toBe(DEFAULT_SCAN.maxScanBytes);
+    expect(reads).toBe(DEFAULT_SCAN.maxScanBytes / DEFAULT_SCAN.chunkBytes);
+  });
+
+  it('skips a line longer than maxLineBytes without holding it, and finds the message before it', async () => {
+    const dir = threadDir([user('the question'), agent('the answer'), tool(), '']);
+    fs.appendFileSync(path.join(dir, 'thread.jsonl'), `${'y'.repeat(40_000)}\n${JSON.stringify(tool())}\n`);
+    const size = fs.statSync(path.join(dir, 'thread.jsonl')).size;
+    const { message, bytes } = await counted(dir, { maxLineBytes: 8_192, maxScanBytes: 64 * 1024, chunkBytes: 4_096 });
+    expect(message).toEqual({ who: 'agent', text: 'the answer', at });
+    expect(bytes).toBeLessThanOrEqual(size);
+    // The same file with a scan bound that ends inside the long line: nothing found, nothing read past the bound.
+    const short = await counted(dir, { maxLineBytes: 8_192, maxScanBytes: 16 * 1024, chunkBytes: 4_096 });
+    expect(short.message).toBeNull();
+    expect(short.bytes).toBe(16 * 1024);
+  });
+
+  it('still finds a message whose line is exactly at the scan bound from the start of the file', async () => {
+    const dir = threadDir([agent('only line')]);
+    const size = fs.statSync(path.join(dir, 'thread.jsonl')).size;
+    const { message, bytes } = await counted(dir, { maxScanBytes: size, chunkBytes: 5 });
+    expect(message).toEqual({ who: 'agent', text: 'only line', at });
+    expect(bytes).toBe(size);
   });
 });

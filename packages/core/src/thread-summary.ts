@@ -27,13 +27,36 @@ function asMessage(raw: Buffer, max: number): LastMessage | null {
   return { who: l.kind === 'user' ? 'user' : 'agent', text, at: l.at };
 }
 
+/** Bounds of one read (defaults: DEFAULT_SCAN). */
+export interface ScanBounds {
+  /** Read at most this much from the end of the file, in all. Default 4 MiB. */
+  maxScanBytes: number;
+  /** A line longer than this is skipped, never parsed or held. Default 1 MiB. */
+  maxLineBytes: number;
+  /** Size of each read. Default 64 KiB. */
+  chunkBytes: number;
+}
+
+export const DEFAULT_SCAN: ScanBounds = { maxScanBytes: 4 * 1024 * 1024, maxLineBytes: 1024 * 1024, chunkBytes: 64 * 1024 };
+
 /**
  * The newest user or assistant line of <threadDir>/thread.jsonl, on one line and at most `max` characters;
- * null when there is none (or no file). Reads backwards in chunks: a long thread costs only its tail.
+ * null when there is none (or no file), and null too when none is found within maxScanBytes of the end:
+ * the file is written by the sandbox, so what the host spends reading it is bounded whatever it holds.
+ * One pass backwards: every byte is read and searched for a newline once (a newline-free tail costs its
+ * length, not its length squared), and a line is joined and parsed only when it is short enough to be one.
+ * `onRead` sees each read's byte count (tests measure the bound with it).
  */
-export async function readLastMessage(threadDir: string, opts: { max?: number; chunkBytes?: number } = {}): Promise<LastMessage | null> {
+export async function readLastMessage(
+  threadDir: string,
+  opts: { max?: number; onRead?: (bytes: number) => void } & Partial<ScanBounds> = {},
+): Promise<LastMessage | null> {
   const max = opts.max ?? 120;
-  const chunkBytes = opts.chunkBytes ?? 64 * 1024;
+  const bounds: ScanBounds = {
+    maxScanBytes: opts.maxScanBytes ?? DEFAULT_SCAN.maxScanBytes,
+    maxLineBytes: opts.maxLineBytes ?? DEFAULT_SCAN.maxLineBytes,
+    chunkBytes: opts.chunkBytes ?? DEFAULT_SCAN.chunkBytes,
+  };
   const path = join(threadDir, THREAD_FILE);
   const notPlain = () => new GroveError('internal', `${path} is not a regular file; the host does not read it`);
   let file;
@@ -50,32 +73,45 @@ export async function readLastMessage(threadDir: string, opts: { max?: number; c
   try {
     const stat = await file.stat();
     if (!stat.isFile()) throw notPlain();
+    const floor = Math.max(0, stat.size - bounds.maxScanBytes);
     let end = stat.size;
-    // Bytes before the first newline of the chunk read last: the tail of a line that starts further back.
-    let carry = Buffer.alloc(0);
-    while (end > 0) {
-      const start = Math.max(0, end - chunkBytes);
+    // The pieces (newest last) of the line whose start has not been read yet, and their total length;
+    // null once that line is known to be longer than maxLineBytes: it is then skipped, not held.
+    let pending: Buffer[] | null = [];
+    let pendingBytes = 0;
+    const lineDone = (): LastMessage | null => {
+      const line = pending === null ? null : Buffer.concat(pending.reverse(), pendingBytes);
+      pending = [];
+      pendingBytes = 0;
+      return line && line.length > 0 ? asMessage(line, max) : null;
+    };
+    const keep = (piece: Buffer): void => {
+      if (pending === null || piece.length === 0) return;
+      pendingBytes += piece.length;
+      if (pendingBytes > bounds.maxLineBytes) pending = null;
+      else pending.push(piece);
+    };
+    while (end > floor) {
+      const start = Math.max(floor, end - bounds.chunkBytes);
       const chunk = Buffer.alloc(end - start);
       const { bytesRead } = await file.read(chunk, 0, chunk.length, start);
-      const data = Buffer.concat([chunk.subarray(0, bytesRead), carry]);
-      const lines: Buffer[] = [];
-      let from = 0;
-      for (let i = data.indexOf(NEWLINE); i >= 0; i = data.indexOf(NEWLINE, from)) {
-        lines.push(data.subarray(from, i));
-        from = i + 1;
-      }
-      lines.push(data.subarray(from));
-      // Unless this chunk starts the file, its first line may be cut: it is completed by the next read.
-      carry = start > 0 ? Buffer.from(lines.shift() ?? Buffer.alloc(0)) : Buffer.alloc(0);
-      for (let i = lines.length - 1; i >= 0; i--) {
-        const line = lines[i];
-        if (!line || line.length === 0) continue;
-        const m = asMessage(line, max);
+      opts.onRead?.(bytesRead);
+      // A file truncated under us: what is left is read on the next call.
+      if (bytesRead < chunk.length) return null;
+      // Newlines of this chunk only, newest first: bytes after the last one belong to the pending line.
+      let to = chunk.length;
+      for (let i = chunk.lastIndexOf(NEWLINE, to - 1); i >= 0; i = to > 0 ? chunk.lastIndexOf(NEWLINE, to - 1) : -1) {
+        keep(chunk.subarray(i + 1, to));
+        const m = lineDone();
         if (m) return m;
+        to = i;
       }
+      // subarray shares memory with chunk, which is not reused: no copy needed.
+      keep(chunk.subarray(0, to));
       end = start;
     }
-    return null;
+    // At the start of the file the pending line is whole; past the scan bound it is cut and is not read.
+    return floor === 0 ? lineDone() : null;
   } finally {
     await file.close();
   }

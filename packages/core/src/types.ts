@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { EgressOptions } from './egress.ts';
 import type { WatchResult } from './git-flow.ts';
+import type { VolumeQuota } from './volume.ts';
 
 export interface GroveOptions {
   /** State root (GROVE_HOME). Created if missing. */
@@ -56,6 +57,14 @@ export interface GroveOptions {
    * checked (merged or closed → torn down unless keepCheckoutOnClose). Default 5 minutes; 0 turns it off.
    */
   watchIntervalMs?: number;
+  /**
+   * Each workspace's disk and inode quota (GROVE_DISK_QUOTA, GROVE_INODE_QUOTA in the server): a sparse ext4 image
+   * per workspace holding its worktree and agent state dir, loop-mounted on the host (needs root; without it a
+   * warning and no quota). Absent or null: no quota.
+   */
+  diskQuota?: VolumeQuota | null;
+  /** How often running workspaces' disks are read for workspace.disk_full. Default 15 s. */
+  diskWatchMs?: number;
 }
 
 export interface AddProjectOptions {

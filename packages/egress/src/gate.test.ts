@@ -10,11 +10,10 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { egressDecisionSchema, egressPolicySchema } from '@grove/contracts';
 import type { EgressDecision } from '@grove/contracts';
-import { isLoopback, parseIp } from './address.ts';
-import { loadCorpus } from './corpus.ts';
+import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
 import type { Corpus } from './corpus.ts';
 import { createGate } from './gate.ts';
-import type { ConnectTarget, Connector, Gate, GateOptions } from './gate.ts';
+import type { ConnectTarget, Gate, GateOptions } from './gate.ts';
 import { parseResponse, probeCases, runProbeOnHost } from './probe.ts';
 import type { ProbeCase } from './probe.ts';
 import { staticResolver } from './resolver.ts';
@@ -25,19 +24,6 @@ let upPort = 0;
 let upstreamConnections = 0;
 let corpus: Corpus;
 const gates: Gate[] = [];
-
-/** Connects only to loopback; anything else is recorded as a violation and refused without a packet. */
-function guardedConnector(log: ConnectTarget[], violations: ConnectTarget[]): Connector {
-  return (t) => {
-    log.push(t);
-    const ip = parseIp(t.address);
-    if (!ip || !isLoopback(ip)) {
-      violations.push(t);
-      throw new Error(`test connector refused non-loopback ${t.address}`);
-    }
-    return netConnect({ host: t.address, port: t.port });
-  };
-}
 
 interface Harness {
   gate: Gate;
@@ -57,8 +43,8 @@ async function startGate(over: Partial<GateOptions> = {}): Promise<Harness> {
     socketPath,
     policy: corpus.policy,
     audit: (d) => h.decisions.push(d),
-    resolver: staticResolver(corpus.resolver, h.resolved),
-    connect: guardedConnector(h.connects, h.violations),
+    resolver: corpusResolver(corpus, h.resolved),
+    connect: loopbackConnector({ corpus, log: h.connects, violations: h.violations }),
     ...over,
   });
   await h.gate.listen();
@@ -146,17 +132,23 @@ describe('the SSRF corpus, in process', () => {
       } else {
         expect(res.responses.at(-1)?.status, where).toBe(200);
         expect(res.body, where).toMatch(/^upstream-ok /);
-        expect(d).toMatchObject({ decision: 'allow', rule: c.rule, address: '127.0.0.1', port: upPort, status: 200 });
+        expect(d, where).toMatchObject({ decision: 'allow', rule: c.rule, address: c.address ?? '127.0.0.1', port: upPort, status: 200 });
         expect(d?.bytesIn, where).toBeGreaterThan(0);
         expect(d?.bytesOut, where).toBeGreaterThan(0);
       }
     });
 
-    // Only the allowed cases ever opened a connection, all of them to the test upstream.
+    // Only the allowed cases ever opened a connection, one each, in order, to the address the gate checked.
     expect(h.violations).toEqual([]);
-    expect(h.connects).toHaveLength(allowed.length);
-    expect(h.connects.every((t) => t.address === '127.0.0.1' && t.port === upPort)).toBe(true);
+    expect(h.connects.map((t) => `${t.address}:${t.port}`)).toEqual(allowed.map((c) => `${c.address ?? '127.0.0.1'}:${upPort}`));
     expect(upstreamConnections - before).toBe(allowed.length);
+    // DNS rebinding: a name whose answer turns to loopback on the next lookup was looked up once, and
+    // connected to the public address that lookup gave (asserted above); a second lookup would have
+    // sent the tunnel to 127.0.0.1.
+    const rebinding = Object.keys(corpus.resolverSequences);
+    expect(rebinding.length).toBeGreaterThanOrEqual(2);
+    for (const name of rebinding) expect(h.resolved.filter((r) => r === name), name).toEqual([name]);
+    expect(allowed.filter((c) => c.address === '93.184.216.34').map((c) => c.id)).toEqual(['allow-name-rebinds-after-the-check', 'allow-http-name-rebinds-after-the-check']);
     // Names outside the policy are never even resolved.
     expect(h.resolved).not.toContain('evil.test');
     expect(h.resolved).not.toContain('wild.test');
@@ -218,12 +210,44 @@ describe('gate limits and failures', () => {
   });
 
   it('applies a new policy live: new requests and open tunnels it no longer allows', async () => {
-    const h = await startGate();
-    const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
-    const closed = new Promise<void>((r) => t.socket.on('close', () => r()));
-    h.gate.setPolicy(egressPolicySchema.parse({ rules: [{ host: 'upstream.test', ports: [upPort] }] }));
-    await closed;
-    await until(() => h.decisions.some((d) => d.decision === 'allow'));
+    // Two tunnels: one to an IP literal the new policy drops, one to a name (public address) it keeps.
+    // Cutting every tunnel would be as wrong as cutting none: the kept one must still carry bytes.
+    const resolved: string[] = [];
+    const h = await startGate({
+      policy: egressPolicySchema.parse({ rules: [{ host: '127.0.0.1', ports: [upPort] }, { host: 'kept.test', ports: [upPort] }] }),
+      resolver: staticResolver({ 'kept.test': ['93.184.216.34'] }, resolved),
+    });
+    const cut = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    const kept = await openTunnel(h.socketPath, `kept.test:${upPort}`);
+    expect(cut.head).toMatch(/^HTTP\/1\.1 200/);
+    expect(kept.head).toMatch(/^HTTP\/1\.1 200/);
+    expect(h.gate.active()).toBe(2);
+    let cutClosed = false;
+    let keptClosed = false;
+    cut.socket.on('close', () => (cutClosed = true));
+    kept.socket.on('close', () => (keptClosed = true));
+
+    h.gate.setPolicy(egressPolicySchema.parse({ rules: [{ host: 'kept.test', ports: [upPort] }] }));
+    await until(() => cutClosed);
+    await until(() => h.decisions.some((d) => d.decision === 'allow' && d.address === '127.0.0.1'));
+    expect(keptClosed).toBe(false);
+    expect(h.gate.active()).toBe(1);
+
+    // The kept tunnel still carries a request and its answer, after the change.
+    const answer = await new Promise<string>((resolve) => {
+      let text = '';
+      kept.socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+      kept.socket.on('close', () => resolve(text));
+      kept.socket.write('GET /after-the-change HTTP/1.1\r\nHost: kept.test\r\nConnection: close\r\n\r\n');
+    });
+    expect(parseResponse(answer).body).toBe('upstream-ok GET /after-the-change host=kept.test body=');
+    await until(() => h.decisions.filter((d) => d.decision === 'allow').length === 2);
+    const keptRecord = h.decisions.find((d) => d.host === 'kept.test');
+    expect(keptRecord).toMatchObject({ decision: 'allow', address: '93.184.216.34', rule: `kept.test:${upPort}` });
+    expect(keptRecord?.bytesIn).toBeGreaterThan(0);
+    expect(resolved).toEqual(['kept.test']);
+
+    // New requests see the new policy.
     const cases: ProbeCase[] = [{ id: 'after', text: `CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n\r\n` }];
     const [r] = await runProbeOnHost({ path: h.socketPath }, cases);
     expect(JSON.parse(parseResponse(r?.text ?? '').body)).toMatchObject({ rule: 'blocked-address:loopback' });
@@ -272,5 +296,81 @@ describe('gate limits and failures', () => {
     const [r] = await runProbeOnHost({ path: h.socketPath }, [{ id: 'x', text: 'CONNECT 10.0.0.1:80 HTTP/1.1\r\n\r\n' }]);
     expect(parseResponse(r?.text ?? '').status).toBe(403);
     expect(errors).toEqual(['audit callback threw']);
+  });
+});
+
+// docs/security.md promises a header timeout (10 s) and an idle timeout (10 min) on the gate; both are
+// injectable, so these run with short ones. Each wait is bounded far below what a missing timeout would take.
+describe('gate timeouts', () => {
+  /** A raw connection to the gate; `closed` resolves with everything the gate sent. */
+  function rawClient(socketPath: string): Promise<{ socket: Socket; closed: Promise<string> }> {
+    return new Promise((resolve, reject) => {
+      const socket = netConnect(socketPath);
+      let got = '';
+      const closed = new Promise<string>((r) => socket.on('close', () => r(got)));
+      socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      socket.once('connect', () => resolve({ socket, closed }));
+      socket.once('error', reject);
+    });
+  }
+  const within = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
+    Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: still open after ${ms} ms`)), ms))]);
+
+  it('closes a client that sends no request head, or half of one, at the header timeout, and connects nothing', async () => {
+    const h = await startGate({ headersTimeoutMs: 300 });
+    const silent = await rawClient(h.socketPath);
+    const half = await rawClient(h.socketPath);
+    half.socket.write(`CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\n`);
+    // Node's default sweep (30 s) would keep both for 30 s and more; the gate's header timeout is 300 ms.
+    const [a, b] = await within(Promise.all([silent.closed, half.closed]), 3_000, 'clients without a complete head');
+    expect(a).toMatch(/^HTTP\/1\.1 400 /);
+    expect(b).toMatch(/^HTTP\/1\.1 400 /);
+    expect(h.connects).toEqual([]);
+    expect(h.decisions).toEqual([]);
+    // A head that arrives in pieces but within the timeout is served.
+    const slow = await rawClient(h.socketPath);
+    for (const piece of [`CONNECT 127.0.0.1:${upPort} HTTP/1.1\r\n`, `Host: 127.0.0.1:${upPort}\r\n`, '\r\n']) {
+      slow.socket.write(piece);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await until(() => h.connects.length === 1);
+    slow.socket.destroy();
+    expect(await slow.closed).toMatch(/^HTTP\/1\.1 200 /);
+  });
+
+  it('closes a tunnel idle past the idle timeout (audited), but not one that keeps moving', async () => {
+    const h = await startGate({ idleTimeoutMs: 300 });
+    const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
+    expect(t.head).toMatch(/^HTTP\/1\.1 200/);
+    let closed = false;
+    let answer = '';
+    t.socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
+    t.socket.on('close', () => (closed = true));
+    // A request sent a few bytes at a time, every 100 ms for over a second: never idle for 300 ms.
+    const request = `GET /moving HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\nX-Pad: ${'p'.repeat(20)}\r\n\r\n`;
+    for (let i = 0; i < request.length; i += 4) {
+      t.socket.write(request.slice(i, i + 4));
+      await new Promise((r) => setTimeout(r, 100));
+      expect(closed, `cut while moving, after ${i} bytes`).toBe(false);
+    }
+    await until(() => answer.includes('upstream-ok GET /moving'));
+    expect(h.gate.active()).toBe(1);
+    // Now idle (the upstream keeps the connection alive for 5 s): the gate cuts it after 300 ms.
+    await until(() => closed, 3_000);
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ method: 'CONNECT', decision: 'allow', address: '127.0.0.1', port: upPort });
+    expect(h.gate.active()).toBe(0);
+  });
+
+  it('cuts a forwarded plain-HTTP request whose body stalls, at the idle timeout, audited', async () => {
+    const h = await startGate({ idleTimeoutMs: 300 });
+    const c = await rawClient(h.socketPath);
+    c.socket.write(`POST http://127.0.0.1:${upPort}/stalled HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\nContent-Length: 100\r\n\r\n0123456789`);
+    // 90 bytes of the body never come: without the idle timeout this request would hold its slot for 10 min.
+    const got = await within(c.closed, 3_000, 'stalled forwarded request');
+    expect(got).not.toContain('upstream-ok');
+    await until(() => h.decisions.length === 1);
+    expect(h.decisions[0]).toMatchObject({ method: 'HTTP', decision: 'allow', address: '127.0.0.1', port: upPort });
+    expect(h.gate.active()).toBe(0);
   });
 });

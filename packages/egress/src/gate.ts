@@ -213,7 +213,10 @@ class GateImpl implements Gate {
       idleTimeoutMs: opts.idleTimeoutMs ?? DEFAULTS.idleTimeoutMs,
       headersTimeoutMs: opts.headersTimeoutMs ?? DEFAULTS.headersTimeoutMs,
     };
-    this.server = createServer();
+    // Node enforces headersTimeout only when it sweeps its connections, every 30 s by default: a 10 s
+    // header timeout would let a silent client hold its connection for up to 40 s. Sweep often enough
+    // that the timeout is what it says.
+    this.server = createServer({ connectionsCheckingInterval: Math.max(25, Math.min(1_000, Math.floor(this.o.headersTimeoutMs / 4))) });
     this.server.headersTimeout = this.o.headersTimeoutMs;
     // Plain-HTTP bodies may stream for long; the idle timeout below bounds a stalled one instead.
     this.server.requestTimeout = 0;

@@ -4,13 +4,13 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isGroveError } from '@grove/contracts';
 import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent } from './docker.ts';
-import { SANDBOX_GID, SANDBOX_UID } from './types.ts';
+import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { SandboxEvent, SandboxSpec } from './types.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
@@ -68,7 +68,7 @@ function makeFixture(): Fixture {
       project: PROJECT,
       image: IMAGE,
       worktreePath,
-      gitAdminDir: join(common, 'worktrees', name),
+      sandboxGitDir: join(root, 'sandbox-git', slug),
       gitCommonDir: common,
       runDir: join(root, 'run', slug),
       threadDir: join(root, 'threads', slug),
@@ -76,7 +76,14 @@ function makeFixture(): Fixture {
       env: { GROVE_SLUG: slug },
       limits: LIMITS,
     };
-    for (const d of [spec.runDir, spec.threadDir, spec.stateDir]) mkdirSync(d, { recursive: true });
+    for (const d of [spec.runDir, spec.threadDir, spec.stateDir, spec.sandboxGitDir]) mkdirSync(d, { recursive: true });
+    // The run and thread dirs are the backend's (root in the container): the agent's user cannot enter them.
+    for (const d of [spec.runDir, spec.threadDir]) chmodSync(d, 0o700);
+    // The sandbox's own git dir, as core's sandbox-git.ts lays it out: the host's admin dir is never mounted.
+    writeFileSync(join(spec.sandboxGitDir, 'HEAD'), `ref: refs/heads/grove/${name}\n`);
+    writeFileSync(join(spec.sandboxGitDir, 'commondir'), `${SANDBOX_PATHS.gitCommon}\n`);
+    writeFileSync(join(spec.sandboxGitDir, 'gitdir'), '/workspace/.git\n');
+    copyFileSync(join(common, 'worktrees', name, 'index'), join(spec.sandboxGitDir, 'index'));
     return spec;
   };
   const specs = { a: specFor('a'), b: specFor('b') };
@@ -93,23 +100,33 @@ function makeFixture(): Fixture {
   writeFileSync(join(specs.a.worktreePath, 'work.txt'), 'work\n');
   git(['add', 'work.txt'], specs.a.worktreePath);
   git(['commit', '-q', '-m', 'work on a'], specs.a.worktreePath);
+  copyFileSync(join(common, 'worktrees', 'a', 'index'), join(specs.a.sandboxGitDir, 'index'));
+  for (const s of Object.values(specs)) writeFileSync(join(s.worktreePath, '.git'), `gitdir: ${SANDBOX_PATHS.gitDir}\n`);
   if (process.getuid?.() === 0) {
     for (const s of Object.values(specs)) {
-      for (const d of [s.worktreePath, s.gitAdminDir, s.runDir, s.threadDir, s.stateDir]) chownTree(d);
+      for (const d of [s.worktreePath, s.sandboxGitDir, s.stateDir]) chownTree(d);
     }
   }
   return { root, common, specs };
 }
 
-/** Run a shell command inside a container as its configured user (uid 1000). */
+/** Run a shell command inside a container as the agent does (uid 1000; the container's own user is the backend's). */
 function sh(slug: string, script: string): { code: number; out: string } {
-  const r = spawnSync('docker', ['exec', containerName(INSTANCE, slug), 'sh', '-c', script], { encoding: 'utf8' });
+  const r = spawnSync('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, slug), 'sh', '-c', script], { encoding: 'utf8', timeout: 30_000 });
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
+}
+
+/** The backend's pid inside the container, found as the agent would (through /proc). */
+function backendPid(slug: string): string {
+  const r = sh(slug, 'for p in /proc/[0-9]*; do grep -qs backend.mjs "$p/cmdline" && grep -qs "^Name:.*node" "$p/status" && basename "$p"; done');
+  const pid = r.out.trim().split('\n')[0] ?? '';
+  if (!/^\d+$/.test(pid)) throw new Error(`no backend process seen from inside ${slug}: ${r.out}`);
+  return pid;
 }
 
 function dockerInspect(name: string): {
   HostConfig: Record<string, unknown>;
-  Mounts: { Source: string; Destination: string; RW: boolean }[];
+  Mounts: { Type: string; Source: string; Destination: string; RW: boolean }[];
   Config: { Env: string[] };
 } {
   return JSON.parse(execFileSync('docker', ['inspect', name], { encoding: 'utf8' }))[0];
@@ -126,6 +143,21 @@ function getOverSocket(socketPath: string, path: string): Promise<{ status: numb
     });
     req.on('error', reject);
     req.end();
+  });
+}
+
+/** POST JSON over the backend's Unix socket. */
+function postOverSocket(socketPath: string, path: string, body: unknown): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const payload = JSON.stringify(body);
+    const req = request({ socketPath, path, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+    });
+    req.on('error', reject);
+    req.end(payload);
   });
 }
 
@@ -164,10 +196,47 @@ afterAll(() => {
 describe('docker driver: hardening, seen from inside the container', () => {
   const a = `${PROJECT}~a`;
 
-  it('runs as an unprivileged user with no capabilities', () => {
+  it('runs the agent as an unprivileged user with no capabilities, and the backend with only setuid, setgid and kill', () => {
     expect(sh(a, 'id -u').out.trim()).toBe(String(SANDBOX_UID));
     expect(sh(a, 'grep CapEff /proc/self/status').out).toMatch(/CapEff:\s+0+\s*$/);
+    expect(sh(a, 'grep CapPrm /proc/self/status').out).toMatch(/CapPrm:\s+0+\s*$/);
     expect(sh(a, 'grep NoNewPrivs /proc/self/status').out).toMatch(/NoNewPrivs:\s+1/);
+    const pid = backendPid(a);
+    const status = sh(a, `cat /proc/${pid}/status`).out;
+    expect(status).toMatch(/^Uid:\s+0\s+0\s+0\s+0/m);
+    // CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): nothing else, not even in the bounding set.
+    expect(status).toMatch(/^CapEff:\s+0+e0\s*$/m);
+    expect(status).toMatch(/^CapBnd:\s+0+e0\s*$/m);
+    expect(status).toMatch(/^NoNewPrivs:\s+1/m);
+  });
+
+  it('keeps the backend out of reach of the agent: it cannot signal, trace or read it, nor touch its socket, thread or the host sockets', async () => {
+    const pid = backendPid(a);
+    const kill = sh(a, `kill -9 ${pid}`);
+    expect(kill.code).not.toBe(0);
+    expect(kill.out).toMatch(/not permitted/i);
+    expect(sh(a, `cat /proc/${pid}/environ`).code).not.toBe(0);
+    expect(sh(a, `cat /proc/${pid}/mem`).code).not.toBe(0);
+    // The run dir (backend.sock, the host's sockets) and the thread dir are root's and 0700.
+    for (const attempt of [
+      'ls /run/grove',
+      'rm -f /run/grove/backend.sock',
+      'ln -sf /var/run/docker.sock /run/grove/backend.sock',
+      'mv /run/grove /tmp/x',
+      'touch /run/grove/x',
+      'echo x >> /var/lib/grove/thread/thread.jsonl',
+      'ls /var/lib/grove/thread',
+    ]) {
+      const r = sh(a, attempt);
+      expect(r.code, attempt).not.toBe(0);
+      expect(r.out, attempt).toMatch(/permission denied|not permitted|busy/i);
+    }
+    const connect = sh(a, `node -e "require('net').connect('/run/grove/backend.sock').on('connect',()=>{console.log('connected');process.exit(0)}).on('error',e=>{console.log(e.code);process.exit(3)})"`);
+    expect(connect.code).toBe(3);
+    expect(connect.out).toContain('EACCES');
+    // The positive control: the backend is still there and still its own.
+    expect(backendPid(a)).toBe(pid);
+    expect(await waitForHealth(join(fx.specs.a.runDir, 'backend.sock'))).toBe(200);
   });
 
   it('has a read-only root with writable /tmp, $HOME and the mounted dirs', () => {
@@ -175,7 +244,8 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(sh(a, 'touch /opt/grove/x').code).not.toBe(0);
     expect(sh(a, 'touch /tmp/x && touch "$HOME/x"').code).toBe(0);
     expect(sh(a, 'echo "$HOME"').out.trim()).toBe('/home/grove');
-    expect(sh(a, 'touch /run/grove/x /var/lib/grove/thread/x /workspace/x').code).toBe(0);
+    expect(sh(a, 'touch /workspace/x /grove/git/x /home/grove/.claude/x').code).toBe(0);
+    expect(sh(a, 'touch /grove/common/x').code).not.toBe(0);
   });
 
   it('binds the agent state dir over the $HOME tmpfs', () => {
@@ -200,11 +270,43 @@ describe('docker driver: hardening, seen from inside the container', () => {
   });
 
   it('sees neither the Docker socket nor the other workspace', () => {
-    expect(sh(a, 'test -e /var/run/docker.sock || test -e /run/docker.sock').code).not.toBe(0);
-    expect(sh(a, `test -e '${fx.specs.b.worktreePath}'`).code).not.toBe(0);
-    expect(sh(a, `test -e '${fx.specs.b.runDir}'`).code).not.toBe(0);
-    expect(sh(a, `test -e '${fx.specs.b.stateDir}'`).code).not.toBe(0);
-    expect(sh(a, 'ls /run/grove').out).not.toContain('proj~b');
+    // One exec reports on every check, with positive controls in the same script: its own uid, its
+    // own worktree file and its own markers are seen and the script runs to the end (exit 42), so an
+    // exec that failed, or a container without its mounts, fails here instead of passing as "nothing
+    // visible". b's files are looked for by content over the whole filesystem, not only at b's host
+    // paths, so a mount of b's dirs anywhere would be seen too.
+    const b = fx.specs.b;
+    const tag = `grove-marker-${INSTANCE}`;
+    // Own markers where the agent may read (its state and git dirs; the run and thread dirs are the backend's);
+    // b's in every dir of b's, its host-side admin dir in the common dir included.
+    const planted = {
+      own: [fx.specs.a.stateDir, fx.specs.a.sandboxGitDir],
+      other: [b.worktreePath, b.runDir, b.stateDir, b.threadDir, b.sandboxGitDir, join(fx.common, 'worktrees', 'b')],
+    };
+    planted.own.forEach((d, i) => writeFileSync(join(d, `marker-a${i}`), `${tag}-a${i}\n`));
+    planted.other.forEach((d, i) => writeFileSync(join(d, `marker-b${i}`), `${tag}-b${i}\n`));
+    const hidden = ['/var/run/docker.sock', '/run/docker.sock', b.worktreePath, b.runDir, b.stateDir, b.threadDir, b.sandboxGitDir];
+    const script = [
+      'id -u',
+      ...hidden.map((p) => `if [ -e '${p}' ] || [ -L '${p}' ]; then echo 'seen ${p}'; else echo 'absent ${p}'; fi`),
+      "test -f /workspace/work.txt && echo 'own worktree'",
+      // Every file but /proc, /sys and /dev, as the sandbox user: which markers can it read?
+      'set --; for d in /*; do case "$d" in /proc|/sys|/dev) ;; *) set -- "$@" "$d" ;; esac; done',
+      `grep -rhoasE -D skip -e '${tag}-[ab][0-9]+' "$@" | sort -u | sed 's/^/found /'`,
+      'exit 42',
+    ].join('\n');
+    const r = sh(a, script);
+    try {
+      expect(r.code, r.out).toBe(42);
+      const lines = r.out.trim().split('\n');
+      expect(lines[0]).toBe(String(SANDBOX_UID));
+      for (const p of hidden) expect(lines, r.out).toContain(`absent ${p}`);
+      expect(lines).toContain('own worktree');
+      const found = lines.filter((l) => l.startsWith('found ')).map((l) => l.slice('found '.length));
+      expect(found.sort()).toEqual(planted.own.map((_, i) => `${tag}-a${i}`));
+    } finally {
+      for (const [k, dirs] of Object.entries(planted)) dirs.forEach((d, i) => rmSync(join(d, `marker-${k === 'own' ? 'a' : 'b'}${i}`), { force: true }));
+    }
   });
 
   it('shows overlay files read-only: readable, not writable, not removable; their directory stays writable', () => {
@@ -232,6 +334,8 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(status.code, status.out).toBe(0);
     expect(status.out).toContain('## grove/a');
     expect(sh(a, 'cd /workspace && git log --oneline -1').out).toContain('work on a');
+    // The sandbox's index (seeded from the checkout's) agrees with HEAD: no tracked file shows as changed.
+    expect(status.out).not.toMatch(/^(?!\?\? )(?!## ).+$/m);
 
     const update = sh(a, 'cd /workspace && git update-ref refs/heads/main HEAD');
     expect(update.code).not.toBe(0);
@@ -241,6 +345,28 @@ describe('docker driver: hardening, seen from inside the container', () => {
     const add = sh(a, 'cd /workspace && echo new > new.txt && git add new.txt');
     expect(add.code).not.toBe(0);
     expect(add.out).toMatch(/read-only file system/i);
+    sh(a, 'rm -f /workspace/new.txt');
+  });
+
+  it('hides every admin dir of the project, its own included: host git never reads what the agent writes', () => {
+    // Through the common dir the agent sees no worktree admin dir (index, HEAD, reflogs of any workspace).
+    const list = sh(a, 'ls -A /grove/common/worktrees; echo "[$?]"');
+    expect(list.out.trim()).toBe('[0]');
+    expect(sh(a, 'mkdir /grove/common/worktrees/x').code).not.toBe(0);
+    expect(readdirSync(join(fx.common, 'worktrees')).sort()).toEqual(['a', 'b']);
+    // The attack: replace the HEAD of the git dir /workspace/.git names with a FIFO. It lands in the sandbox's
+    // own git dir, so the host's `git worktree list` (which reads every admin dir's HEAD) does not block on it.
+    const fifo = sh(a, 'd=$(sed -n "s/^gitdir: //p" /workspace/.git) && rm -f "$d/HEAD" && mkfifo "$d/HEAD" && test -p "$d/HEAD" && echo planted');
+    expect(fifo.out).toContain('planted');
+    try {
+      const listed = spawnSync('git', ['--git-dir', fx.common, 'worktree', 'list', '--porcelain'], { encoding: 'utf8', timeout: 10_000 });
+      expect(listed.error).toBeUndefined();
+      expect(listed.status).toBe(0);
+      expect(listed.stdout).toContain('branch refs/heads/grove/a');
+      for (const id of ['a', 'b']) expect(statSync(join(fx.common, 'worktrees', id, 'HEAD')).isFile()).toBe(true);
+    } finally {
+      sh(a, 'd=$(sed -n "s/^gitdir: //p" /workspace/.git) && rm -f "$d/HEAD" && echo "ref: refs/heads/grove/a" > "$d/HEAD"');
+    }
   });
 
   it('carries the hardening and the limits in its HostConfig', () => {
@@ -249,7 +375,7 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(hc.NetworkMode).toBe('none');
     expect(hc.ReadonlyRootfs).toBe(true);
     expect(hc.CapDrop).toEqual(['ALL']);
-    expect(hc.CapAdd ?? null).toBeNull();
+    expect(hc.CapAdd).toEqual(['SETUID', 'SETGID', 'KILL']);
     expect(hc.SecurityOpt).toEqual(['no-new-privileges']);
     expect(hc.Privileged).toBe(false);
     expect(hc.Memory).toBe(LIMITS.memoryBytes);
@@ -261,12 +387,15 @@ describe('docker driver: hardening, seen from inside the container', () => {
     const mounts = Object.fromEntries(info.Mounts.map((m) => [m.Destination, m]));
     const s = fx.specs.a;
     expect(Object.keys(mounts).sort()).toEqual(
-      ['/workspace', s.gitAdminDir, s.gitCommonDir, '/run/grove', '/var/lib/grove/thread', '/home/grove/.claude'].sort(),
+      ['/workspace', '/grove/git', '/grove/common', '/grove/common/worktrees', '/run/grove', '/var/lib/grove/thread', '/home/grove/.claude'].sort(),
     );
-    expect(mounts[s.gitCommonDir]?.RW).toBe(false);
-    expect(mounts[s.gitAdminDir]?.RW).toBe(true);
-    expect(info.Mounts.some((m) => m.Source.includes('docker.sock'))).toBe(false);
-    expect(info.Config.Env).toEqual(expect.arrayContaining(['HOME=/home/grove', 'GIT_CONFIG_KEY_0=safe.directory', `GROVE_SLUG=${a}`]));
+    expect(mounts['/grove/common']).toMatchObject({ Source: s.gitCommonDir, RW: false });
+    expect(mounts['/grove/common/worktrees']).toMatchObject({ Type: 'tmpfs', RW: false });
+    expect(mounts['/grove/git']).toMatchObject({ Source: s.sandboxGitDir, RW: true });
+    expect(info.Mounts.some((m) => m.Source.includes('docker.sock') || m.Source.includes(join(s.gitCommonDir, 'worktrees')))).toBe(false);
+    expect(info.Config.Env).toEqual(
+      expect.arrayContaining(['HOME=/home/grove', 'GIT_CONFIG_KEY_0=safe.directory', `GROVE_SLUG=${a}`, `GROVE_AGENT_UID=${SANDBOX_UID}`, `GROVE_AGENT_GID=${SANDBOX_GID}`]),
+    );
   });
 });
 
@@ -274,6 +403,22 @@ describe('docker driver: lifecycle', () => {
   it('runs the real backend, reachable over the socket in the host run dir', async () => {
     expect(await waitForHealth(join(fx.specs.a.runDir, 'backend.sock'))).toBe(200);
     expect(await driver.logs('proj~a', 50)).toContain('backend listening');
+  });
+
+  it("writes what the agent's tools make as the agent's user, and the thread as the backend's", async () => {
+    const socketPath = join(fx.specs.a.runDir, 'backend.sock');
+    expect(await waitForHealth(socketPath)).toBe(200);
+    const posted = await postOverSocket(socketPath, '/messages', { text: 'write made/by-agent.txt hello' });
+    expect(posted.status).toBe(202);
+    const file = join(fx.specs.a.worktreePath, 'made', 'by-agent.txt');
+    const deadline = Date.now() + 15_000;
+    while (!existsSync(file) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(readFileSync(file, 'utf8')).toBe('hello');
+    for (const p of [file, join(fx.specs.a.worktreePath, 'made')]) expect(statSync(p)).toMatchObject({ uid: SANDBOX_UID, gid: SANDBOX_GID });
+    const thread = statSync(join(fx.specs.a.threadDir, 'thread.jsonl'));
+    expect(thread.uid).toBe(0);
+    expect(statSync(socketPath)).toMatchObject({ uid: 0, mode: expect.any(Number) as number });
+    expect(statSync(socketPath).mode & 0o777).toBe(0o600);
   });
 
   it('ensure() is idempotent and reports the running container', async () => {
@@ -304,7 +449,7 @@ describe('docker driver: lifecycle', () => {
     try {
       await new Promise((r) => setTimeout(r, 300)); // the engine has the subscription
       // A memory hog inside A: the kernel kills it at the 256 MiB limit; the backend lives on.
-      const hog = spawnSync('docker', ['exec', containerName(INSTANCE, 'proj~a'), 'node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
+      const hog = spawnSync('docker', ['exec', '-u', `${SANDBOX_UID}`, containerName(INSTANCE, 'proj~a'), 'node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
       expect(hog.status).toBe(137);
       execFileSync('docker', ['kill', '--signal', 'KILL', containerName(INSTANCE, 'proj~b')]);
       const deadline = Date.now() + 10_000;

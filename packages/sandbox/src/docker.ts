@@ -4,7 +4,7 @@ import { isAbsolute, normalize } from 'node:path';
 import Docker from 'dockerode';
 import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
 import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
-import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_CAPS, SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from './types.ts';
 
 export const LABELS = {
@@ -273,18 +273,22 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
   const env: Record<string, string> = {
     ...spec.env,
     HOME: SANDBOX_PATHS.home,
+    // The backend starts every agent process as this user (and drops its own capabilities for them).
+    GROVE_AGENT_UID: String(SANDBOX_UID),
+    GROVE_AGENT_GID: String(SANDBOX_GID),
     // The worktree belongs to uid 1000 but the common dir to the host user; without this git
     // refuses the repository as "dubious ownership".
     GIT_CONFIG_COUNT: '1',
     GIT_CONFIG_KEY_0: 'safe.directory',
     GIT_CONFIG_VALUE_0: '*',
   };
-  // Docker orders mounts by destination depth, so the admin dir (inside the common dir) lands on
-  // top of the read-only common dir, and the state dir on top of the $HOME tmpfs (SANDBOX_PATHS.home).
+  // Docker orders mounts by destination depth: the empty tmpfs lands on the common dir's worktrees/ (so no
+  // sandbox sees another workspace's index, HEAD or reflogs), and the state dir on top of the $HOME tmpfs.
   const mounts: MountSettings[] = [
     bind(spec.worktreePath, SANDBOX_PATHS.workspace, false),
-    bind(spec.gitCommonDir, spec.gitCommonDir, true),
-    bind(spec.gitAdminDir, spec.gitAdminDir, false),
+    bind(spec.gitCommonDir, SANDBOX_PATHS.gitCommon, true),
+    { Type: 'tmpfs', Source: '', Target: `${SANDBOX_PATHS.gitCommon}/worktrees`, ReadOnly: true, TmpfsOptions: { SizeBytes: 4096, Mode: 0o555 } },
+    bind(spec.sandboxGitDir, SANDBOX_PATHS.gitDir, false),
     bind(spec.runDir, SANDBOX_PATHS.run, false),
     bind(spec.threadDir, SANDBOX_PATHS.thread, false),
     bind(spec.stateDir, SANDBOX_PATHS.agentState, false),
@@ -293,7 +297,8 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
   const body: ContainerCreateOptions = {
     name: ctx.name,
     Image: spec.image,
-    User: `${SANDBOX_UID}:${SANDBOX_GID}`,
+    // The backend's user, not the agent's: see BACKEND_UID. Everything the agent runs is SANDBOX_UID.
+    User: `${BACKEND_UID}:${BACKEND_GID}`,
     WorkingDir: SANDBOX_PATHS.workspace,
     Env: Object.keys(env)
       .sort()
@@ -308,6 +313,7 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
       ReadonlyRootfs: true,
       Tmpfs: TMPFS,
       CapDrop: ['ALL'],
+      CapAdd: [...SANDBOX_CAPS],
       SecurityOpt: ['no-new-privileges'],
       Privileged: false,
       // tini as PID 1: forwards SIGTERM to the backend and reaps the agent's orphaned children.
@@ -345,7 +351,7 @@ function validateSpec(spec: SandboxSpec): void {
   }
   const paths = {
     worktreePath: spec.worktreePath,
-    gitAdminDir: spec.gitAdminDir,
+    sandboxGitDir: spec.sandboxGitDir,
     gitCommonDir: spec.gitCommonDir,
     runDir: spec.runDir,
     threadDir: spec.threadDir,
@@ -363,8 +369,9 @@ function validateSpec(spec: SandboxSpec): void {
       throw new GroveError('invalid_input', `sandbox spec: overlay hostPath must be a normalised absolute path, got "${o.hostPath}"`);
     }
   }
-  if (!spec.gitAdminDir.startsWith(`${spec.gitCommonDir}/`)) {
-    throw new GroveError('invalid_input', 'sandbox spec: gitAdminDir must lie inside gitCommonDir');
+  if (spec.sandboxGitDir === spec.gitCommonDir || spec.sandboxGitDir.startsWith(`${spec.gitCommonDir}/`)) {
+    // The common dir's worktrees/ are the host's admin dirs: the agent must not write any of them.
+    throw new GroveError('invalid_input', 'sandbox spec: sandboxGitDir must lie outside gitCommonDir');
   }
   const { memoryBytes, nanoCpus, pids } = spec.limits;
   for (const [key, v] of Object.entries({ memoryBytes, nanoCpus, pids })) {

@@ -12,13 +12,22 @@ export interface SandboxSpec {
   image: string;
   /** Host path of the workspace's worktree, mounted read-write at /workspace. */
   worktreePath: string;
-  /** Host path of the worktree's own git admin dir (<common>/worktrees/<id>), mounted read-write at the same path. */
-  gitAdminDir: string;
-  /** Host path of the repository's common git dir (the bare primary clone), mounted read-only at the same path. */
+  /**
+   * Host <home>/sandbox-git/<slug>: the sandbox's own git dir (HEAD, index, commondir), mounted read-write at
+   * SANDBOX_PATHS.gitDir, which /workspace/.git names. It is the agent's: host git never reads it.
+   */
+  sandboxGitDir: string;
+  /**
+   * Host path of the repository's common git dir (the bare primary clone), mounted read-only at
+   * SANDBOX_PATHS.gitCommon with its worktrees/ (every workspace's host-side admin dir) hidden.
+   */
   gitCommonDir: string;
-  /** Host <home>/run/<slug>, mounted at /run/grove (backend.sock lives here). */
+  /**
+   * Host <home>/run/<slug>, mounted at /run/grove: backend.sock and the host's sockets. Root's, mode 0700:
+   * only the backend (root in the container) and the host reach it; the agent can neither list, unlink nor bind.
+   */
   runDir: string;
-  /** Host <home>/threads/<slug>, mounted at /var/lib/grove/thread (thread.jsonl lives here). */
+  /** Host <home>/threads/<slug>, mounted at /var/lib/grove/thread (thread.jsonl lives here). Root's, like runDir. */
   threadDir: string;
   /** Host <home>/state/<slug>, the agent's own files, mounted at SANDBOX_PATHS.agentState. */
   stateDir: string;
@@ -87,6 +96,10 @@ export interface SandboxDriver {
 /** In-container paths, shared by the driver, the backend and the tests. */
 export const SANDBOX_PATHS = {
   workspace: '/workspace',
+  /** The sandbox's own git dir; /workspace/.git says `gitdir: <this>`. */
+  gitDir: '/grove/git',
+  /** The primary clone, read-only, as the sandbox git dir's commondir. */
+  gitCommon: '/grove/common',
   run: '/run/grove',
   socket: '/run/grove/backend.sock',
   thread: '/var/lib/grove/thread',
@@ -94,5 +107,15 @@ export const SANDBOX_PATHS = {
   agentState: '/home/grove/.claude',
 } as const;
 
+/** The agent's user: every process the agent runs, and the owner of everything it may write. */
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
+/**
+ * The backend's user: root inside the container (no user namespace, so the host's uid 0) holding only
+ * SANDBOX_CAPS, so that it is a principal the agent cannot signal, trace or impersonate. It starts every agent
+ * process as SANDBOX_UID, which drops all of them (docs/security.md, "The backend is Grove's own").
+ */
+export const BACKEND_UID = 0;
+export const BACKEND_GID = 0;
+/** CAP_SETUID/CAP_SETGID to start agents as SANDBOX_UID; CAP_KILL to cancel a turn (signal the agent's group). */
+export const SANDBOX_CAPS = ['SETUID', 'SETGID', 'KILL'] as const;

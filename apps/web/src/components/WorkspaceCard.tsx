@@ -9,6 +9,7 @@ import { workspaceHref } from '../lib/capacity.ts';
 import { relativeTime } from '../lib/time.ts';
 import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
+import { CardDisk } from './CardDisk.tsx';
 import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
@@ -73,6 +74,8 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
       {fallback ? <p className="card-note">{fallbackSentence(fallback)}</p> : null}
       {hasKeepCheckout(w) ? <KeepCheckoutSetting workspace={w} className="card-setting" onChanged={onChanged} /> : null}
       {hasNetwork ? <CardNetwork slug={w.slug} name={title} /> : null}
+      {/* The disk quota (worktree and agent state), once the workspace has its filesystem image. */}
+      {w.disk ? <CardDisk disk={w.disk} /> : null}
       {w.state === 'creating' ? <CreatingSteps slug={w.slug} name={title} /> : null}
       {/* A stopped workspace carries a reason only when it stopped on its own (crash, out of memory). */}
       {(w.state === 'failed' || w.state === 'stopped') && w.failureReason ? <p className="card-reason">{w.failureReason}</p> : null}

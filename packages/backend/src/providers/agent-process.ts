@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
+import type { AgentUser } from './types.ts';
 
 /**
  * One run of an agent CLI for one turn: its own process group (so a cancel reaches whatever it
@@ -14,6 +15,8 @@ export interface AgentProcessOptions {
   env: Record<string, string>;
   /** Written to stdin, which is then closed; without it stdin is /dev/null. */
   stdin?: string;
+  /** Run as this user (setgid, setgroups, setuid before exec: it keeps no capability); absent: as the backend. */
+  user?: AgentUser | null;
   signal: AbortSignal;
   /** SIGINT -> SIGKILL delay on cancel. Default 5 s. */
   graceMs?: number;
@@ -55,6 +58,7 @@ export function runAgentProcess(options: AgentProcessOptions): Promise<AgentExit
       // A process group of its own: the cancel signals reach the agent's tools and shells too.
       detached: true,
       stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+      ...(options.user ? { uid: options.user.uid, gid: options.user.gid } : {}),
     });
     let cancelled = false;
     let killed = false;

@@ -4,7 +4,7 @@ import { silentLogger } from '../logger.ts';
 import type { Logger } from '../logger.ts';
 import { LineSplitter, TailBuffer, runAgentProcess } from './agent-process.ts';
 import { SessionFile } from './session-file.ts';
-import type { Provider, ProviderLine, TurnContext, TurnOutcome } from './types.ts';
+import type { AgentUser, Provider, ProviderLine, TurnContext, TurnOutcome } from './types.ts';
 
 /**
  * Claude Code, one `claude -p` process per turn (docs/agents.md):
@@ -29,6 +29,8 @@ export interface ClaudeOptions {
   binary?: string;
   /** SIGINT -> SIGKILL delay on cancel (default 5 s). */
   graceMs?: number;
+  /** The user the CLI runs as (the sandbox's agent user); absent: the backend's own. */
+  user?: AgentUser | null;
   logger?: Logger;
 }
 
@@ -69,6 +71,7 @@ export function createClaudeProvider(options: ClaudeOptions): Provider {
         stdin: viaStdin ? text : undefined,
         signal: ctx.signal,
         graceMs: options.graceMs,
+        user: options.user,
         onStdout: (chunk) => splitter.push(chunk),
         onStderr: (chunk) => stderr.push(chunk),
       });

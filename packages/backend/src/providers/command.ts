@@ -3,7 +3,7 @@ import type { CommandAgentConfig } from '@grove/contracts';
 import { silentLogger } from '../logger.ts';
 import type { Logger } from '../logger.ts';
 import { TailBuffer, runAgentProcess } from './agent-process.ts';
-import type { Provider, TurnContext, TurnOutcome } from './types.ts';
+import type { AgentUser, Provider, TurnContext, TurnOutcome } from './types.ts';
 
 /**
  * Any CLI agent (Aider, Codex, a script): one process per turn in the workspace, the message in
@@ -18,6 +18,8 @@ export interface CommandOptions {
   /** ANTHROPIC_BASE_URL when the config asks for the provider relay. */
   relayUrl?: string;
   graceMs?: number;
+  /** The user the agent runs as (the sandbox's agent user); absent: the backend's own. */
+  user?: AgentUser | null;
   logger?: Logger;
 }
 
@@ -57,6 +59,7 @@ export function createCommandProvider(options: CommandOptions): Provider {
           stdin: config.input === 'stdin' ? text : undefined,
           signal,
           graceMs: options.graceMs,
+          user: options.user,
           onStdout: (chunk) => {
             stdout.push(chunk);
             ctx.emitDelta(chunk);

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.ts';
 import { createClaudeProvider } from './claude.ts';
 import { createCommandProvider } from './command.ts';
 import { createScriptedProvider } from './scripted.ts';
-import type { Provider, ProviderName } from './types.ts';
+import type { AgentUser, Provider, ProviderName } from './types.ts';
 
 export interface ProviderDeps {
   scriptedDelayMs: number;
@@ -20,6 +20,8 @@ export interface ProviderDeps {
   claudeBinary?: string;
   /** SIGINT -> SIGKILL delay when a turn is cancelled. */
   graceMs?: number;
+  /** The sandbox's agent user: every agent process, and every file written for the agent, runs as it. */
+  agentUser?: AgentUser | null;
   logger?: Logger;
 }
 
@@ -31,7 +33,7 @@ export function createProvider(name: ProviderName, deps: ProviderDeps): Provider
   const baseEnv = deps.baseEnv ?? {};
   switch (name) {
     case 'scripted':
-      return createScriptedProvider({ delayMs: deps.scriptedDelayMs });
+      return createScriptedProvider({ delayMs: deps.scriptedDelayMs, user: deps.agentUser ?? null });
     case 'claude':
       return createClaudeProvider({
         config: agent?.provider === 'claude' ? agent : claudeAgentSchema.parse({ provider: 'claude' }),
@@ -40,10 +42,11 @@ export function createProvider(name: ProviderName, deps: ProviderDeps): Provider
         baseEnv,
         binary: deps.claudeBinary,
         graceMs: deps.graceMs,
+        user: deps.agentUser ?? null,
         logger: deps.logger,
       });
     case 'command':
       if (agent?.provider !== 'command') throw new GroveError('invalid_input', 'the command provider needs its argv: set GROVE_AGENT_CONFIG (the project config\'s "agent")');
-      return createCommandProvider({ config: agent, baseEnv, relayUrl: deps.relayUrl, graceMs: deps.graceMs, logger: deps.logger });
+      return createCommandProvider({ config: agent, baseEnv, relayUrl: deps.relayUrl, graceMs: deps.graceMs, user: deps.agentUser ?? null, logger: deps.logger });
   }
 }

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import type { Provider, TurnContext, TurnOutcome } from './types.ts';
-import { writeWorkspaceFile } from './workspace-files.ts';
+import type { AgentUser, Provider, TurnContext, TurnOutcome } from './types.ts';
+import { writeWorkspaceFileAs } from './workspace-files.ts';
 
 /**
  * The deterministic, offline provider: the default for the demo and the tests. What it does
@@ -17,6 +17,8 @@ const MAX_CHUNKS = 32;
 export interface ScriptedOptions {
   /** Pause before each streamed chunk (GROVE_SCRIPTED_DELAY_MS). */
   delayMs: number;
+  /** The agent's user: the `write` command's file is written as it, so the agent owns what its tools made. */
+  user?: AgentUser | null;
 }
 
 export type ScriptedCommand =
@@ -39,13 +41,13 @@ export function parseCommand(text: string): ScriptedCommand {
 export function createScriptedProvider(options: ScriptedOptions): Provider {
   return {
     name: 'scripted',
-    runTurn: (text, ctx) => runScriptedTurn({ text, ctx, delayMs: options.delayMs }),
+    runTurn: (text, ctx) => runScriptedTurn({ text, ctx, delayMs: options.delayMs, user: options.user ?? null }),
     sessionId: () => null,
   };
 }
 
-async function runScriptedTurn(args: { text: string; ctx: TurnContext; delayMs: number }): Promise<TurnOutcome> {
-  const { text, ctx, delayMs } = args;
+async function runScriptedTurn(args: { text: string; ctx: TurnContext; delayMs: number; user: AgentUser | null }): Promise<TurnOutcome> {
+  const { text, ctx, delayMs, user } = args;
   const command = parseCommand(text);
   const suffix = `(turn ${ctx.turnNumber})`;
 
@@ -65,7 +67,7 @@ async function runScriptedTurn(args: { text: string; ctx: TurnContext; delayMs: 
     const callId = `${ctx.turn}-call-1`;
     await ctx.appendLine({ kind: 'tool_call', callId, tool: 'write_file', input: { path: command.path, content: command.content } });
     ctx.signal.throwIfAborted();
-    const result = await writeWorkspaceFile({ workspaceDir: ctx.workspaceDir, relPath: command.path, content: command.content }).then(
+    const result = await writeWorkspaceFileAs(user, { workspaceDir: ctx.workspaceDir, relPath: command.path, content: command.content }).then(
       ({ bytes }) => ({ output: `wrote ${bytes} bytes to ${command.path}`, isError: false }),
       (err: unknown) => ({ output: err instanceof Error ? err.message : String(err), isError: true }),
     );

@@ -30,6 +30,15 @@ export interface TurnContext {
   signal: AbortSignal;
 }
 
+/**
+ * The agent's user. In a sandbox the backend is root holding only CAP_SETUID/SETGID/KILL; every agent process
+ * (and every file write on the agent's behalf) runs as this user, which the kernel leaves with no capabilities.
+ */
+export interface AgentUser {
+  uid: number;
+  gid: number;
+}
+
 export interface TurnOutcome {
   /** `failed` after the provider appended an `error` line itself; a thrown error also fails the turn. */
   status: 'completed' | 'failed';

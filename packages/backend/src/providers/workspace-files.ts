@@ -1,7 +1,17 @@
+import { spawn } from 'node:child_process';
+import type { ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, realpath } from 'node:fs/promises';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { GroveError } from '@grove/contracts';
+import type { AgentUser } from './types.ts';
+
+/** argv[2] of the backend bundle that makes it write one file (content on stdin) and exit: see writeWorkspaceFileAs. */
+export const WRITE_FILE_ARG = '--grove-write-workspace-file';
+/** The most a child writer reports back; its answer is one short JSON line. */
+const MAX_CHILD_OUTPUT = 64 * 1024;
+const CHILD_DEADLINE_MS = 30_000;
 
 /**
  * Writes a file an agent asked for, strictly inside the workspace. The container already confines
@@ -72,4 +82,60 @@ async function ensureRealDirectory(dir: string, relPath: string): Promise<void> 
 
 function refuse(relPath: string, why: string): GroveError {
   return new GroveError('invalid_input', `refusing to write ${JSON.stringify(relPath)}: ${why}`);
+}
+
+/**
+ * writeWorkspaceFile as the agent's user. The backend (root in the sandbox, without CAP_DAC_OVERRIDE) can neither
+ * write the agent's worktree nor should it own what the agent's tools make: a child of this very bundle, started
+ * as `user` (the kernel clears its capabilities on that setuid), does the write and answers one JSON line.
+ * Without a user it writes in-process (the backend's tests, a backend run outside a sandbox).
+ */
+export async function writeWorkspaceFileAs(
+  user: AgentUser | null,
+  args: { workspaceDir: string; relPath: string; content: string; entry?: string },
+): Promise<{ bytes: number }> {
+  if (!user) return writeWorkspaceFile(args);
+  checkRelativePath(args.relPath);
+  const entry = args.entry ?? process.argv[1];
+  if (!entry) throw new GroveError('internal', 'cannot find the backend bundle to write as the agent');
+  const out = await new Promise<string>((resolvePromise, reject) => {
+    const child: ChildProcessByStdio<Writable, Readable, null> = spawn(process.execPath, [entry, WRITE_FILE_ARG, args.workspaceDir, args.relPath], {
+      uid: user.uid,
+      gid: user.gid,
+      cwd: args.workspaceDir,
+      env: {} as NodeJS.ProcessEnv,
+      stdio: ['pipe', 'pipe', 'ignore'],
+      timeout: CHILD_DEADLINE_MS,
+    });
+    let text = '';
+    child.stdout.on('data', (b: Buffer) => {
+      if (text.length < MAX_CHILD_OUTPUT) text += b.toString('utf8');
+    });
+    child.stdin.on('error', () => undefined);
+    child.on('error', reject);
+    child.on('close', () => resolvePromise(text));
+    child.stdin.end(args.content);
+  });
+  let answer: { bytes?: unknown; error?: unknown };
+  try {
+    answer = JSON.parse(out) as typeof answer;
+  } catch {
+    throw new GroveError('internal', `the agent-side writer for ${JSON.stringify(args.relPath)} gave no answer`);
+  }
+  if (typeof answer.bytes === 'number') return { bytes: answer.bytes };
+  throw new GroveError('invalid_input', typeof answer.error === 'string' ? answer.error : `could not write ${JSON.stringify(args.relPath)}`);
+}
+
+/** The child side of writeWorkspaceFileAs: argv is [workspaceDir, relPath]; the content comes on stdin. */
+export async function writeWorkspaceFileMain(argv: readonly string[], stdin: NodeJS.ReadableStream): Promise<string> {
+  const [workspaceDir, relPath] = argv;
+  if (!workspaceDir || relPath === undefined) return JSON.stringify({ error: 'usage: <workspaceDir> <relPath>' });
+  const chunks: Buffer[] = [];
+  for await (const c of stdin) chunks.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer));
+  try {
+    const { bytes } = await writeWorkspaceFile({ workspaceDir, relPath, content: Buffer.concat(chunks).toString('utf8') });
+    return JSON.stringify({ bytes });
+  } catch (err) {
+    return JSON.stringify({ error: err instanceof Error ? err.message : String(err) });
+  }
 }

@@ -1,13 +1,35 @@
 // Test helper: real git repositories in temp dirs.
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { makeSlug } from '@grove/contracts';
+import { basename, dirname, join } from 'node:path';
 
 export function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', ['-c', 'user.name=Grove Test', '-c', 'user.email=test@grove.invalid', '-c', 'safe.directory=*', ...args], {
     cwd,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
+  }).trim();
+}
+
+/**
+ * git in a Grove worktree (<home>/worktrees/<project>/<name>) as the sandbox sees it: the worktree's own .git file
+ * names the sandbox's git dir, a path that exists only inside the container, so this reads the host's admin dir
+ * <home>/repos/<project>/worktrees/<name> for HEAD and refs, with the sandbox's index (<home>/sandbox-git/<slug>)
+ * when there is one. Tests use it to stand in for the agent's own git.
+ */
+export function gitInWorktree(worktree: string, ...args: string[]): string {
+  const name = basename(worktree);
+  const project = basename(dirname(worktree));
+  const home = dirname(dirname(dirname(worktree)));
+  const index = join(home, 'sandbox-git', makeSlug(project, name), 'index');
+  return execFileSync('git', ['-c', 'user.name=Grove Test', '-c', 'user.email=test@grove.invalid', '-c', 'safe.directory=*', '--git-dir', join(home, 'repos', project, 'worktrees', name), '--work-tree', worktree, ...args], {
+    cwd: worktree,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // A test helper passing the test's own environment through; not configuration.
+    // eslint-disable-next-line no-restricted-properties
+    env: existsSync(index) ? { ...process.env, GIT_INDEX_FILE: index } : process.env,
   }).trim();
 }
 
