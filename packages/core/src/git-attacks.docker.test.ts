@@ -15,7 +15,8 @@ import { createGrove } from './index.ts';
 import type { Grove } from './index.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
-const IMAGE = 'grove-sandbox:latest';
+// GROVE_SANDBOX_IMAGE: an image built from this tree (docker/build-image.sh), else the shared one.
+const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `gat-${randomBytes(4).toString('hex')}`;
 
 const tmp = mkdtempSync(join(tmpdir(), 'grove-gitattack-'));
