@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GroveError } from '@grove/contracts';
@@ -62,6 +62,8 @@ export function gitHome(): string {
   const dir = mkdtempSync(join(tmpdir(), 'grove-git-home-'));
   mkdirSync(join(dir, '.config'), { mode: 0o700 });
   emptyHome = dir;
+  // Gone with the process (nothing is ever written there).
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
