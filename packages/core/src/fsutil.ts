@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { cp, lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { constants, existsSync } from 'node:fs';
+import { cp, lstat, mkdir, open, readdir, rename, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 
@@ -93,4 +94,27 @@ export async function removeDir(path: string): Promise<void> {
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * Atomically put content at target: a fresh file (O_EXCL|O_NOFOLLOW) in tmpDir, owned through its descriptor,
+ * renamed over target. A directory at target is removed first (rm never follows links).
+ */
+export async function replaceFile(o: { target: string; tmpDir: string; content: Buffer; owner: { uid: number; gid: number } | null }): Promise<void> {
+  const tmp = join(o.tmpDir, `.grove-${randomBytes(8).toString('hex')}`);
+  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
+  try {
+    await fh.writeFile(o.content);
+    if (o.owner) await fh.chown(o.owner.uid, o.owner.gid);
+  } finally {
+    await fh.close();
+  }
+  try {
+    const st = await lstat(o.target).catch(() => null);
+    if (st?.isDirectory()) await rm(o.target, { recursive: true, force: true });
+    await rename(tmp, o.target);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
 }

@@ -6,7 +6,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { execGit, gitText } from './git-exec.ts';
 import type { GitExecOptions } from './git-exec.ts';
-import { isEmptyDir, removeDir } from './fsutil.ts';
+import { isEmptyDir, removeDir, replaceFile } from './fsutil.ts';
 
 /**
  * The git operations core needs, all through git-exec.ts (explicit GIT_DIR, hardened config, deadline).
@@ -685,8 +685,8 @@ export interface Checkpoint {
  * Commit the worktree's content (tracked changes, staged or not, and untracked files that are not ignored) onto
  * its branch in the primary, from the host, and make the result the worktree's index (`indexPath`, given by the
  * caller: host code never reads the worktree's `.git` to find it) so the branch, the index and the files agree.
- * The index is staged in `scratch` (host-only, same filesystem), handed to `owner` through its descriptor and
- * renamed into place: nothing is written, chowned or followed by path where the agent can write. The branch
+ * The index is staged in `scratch` (host-only), then written beside indexPath afresh, handed to `owner` through its
+ * descriptor and renamed into place: nothing is written, chowned or followed by path where the agent can write. The branch
  * moves only if it still points where it did (update-ref with the old value). Call under the repository lock.
  */
 export async function checkpointWorktree(
@@ -702,16 +702,10 @@ export async function checkpointWorktree(
     if (snap.unchanged) return { commit: null, files: [], embedded: snap.embedded };
     const commit = await writeCommit(repo, { tree: snap.tree, parent: snap.tip, message: o.message, identity: o.identity, what: `committing a checkpoint on ${o.branch}` });
     await raw(repo, ['update-ref', '-m', 'grove: checkpoint', ref, commit, snap.tip], `moving ${o.branch} to the checkpoint`);
-    if (o.owner) {
-      const fh = await open(staged, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
-      try {
-        await fh.chown(o.owner.uid, o.owner.gid);
-      } finally {
-        await fh.close();
-      }
-    }
-    // rename replaces whatever is at indexPath (a symlink an agent planted included) instead of writing through it.
-    await rename(staged, o.indexPath);
+    // The target dir is the sandbox's (on the workspace's disk image, another filesystem than scratch): the index
+    // is written there fresh under a name the agent cannot guess (O_EXCL|O_NOFOLLOW), handed to `owner` through
+    // its descriptor and renamed over indexPath, which replaces a link an agent planted instead of following it.
+    await replaceFile({ target: o.indexPath, tmpDir: dirname(o.indexPath), content: await readFile(staged), owner: o.owner ?? null });
     return { commit, files: await changedPaths(repo, snap.tip, snap.tree), embedded: snap.embedded };
   } finally {
     await rm(staged, { force: true });

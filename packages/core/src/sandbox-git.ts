@@ -1,8 +1,8 @@
-import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SANDBOX_PATHS } from '@grove/sandbox';
+import { replaceFile } from './fsutil.ts';
 
 /**
  * The sandbox's own git dir (DESIGN.md section 5). Inside the container /workspace/.git says
@@ -100,28 +100,5 @@ async function readRegular(path: string, max: number): Promise<Buffer> {
     return await fh.readFile();
   } finally {
     await fh.close();
-  }
-}
-
-/**
- * Atomically put content at target: a fresh file (O_EXCL|O_NOFOLLOW) in tmpDir, owned through its descriptor,
- * renamed over target. A directory at target is removed first (rm never follows links).
- */
-export async function replaceFile(o: { target: string; tmpDir: string; content: Buffer; owner: { uid: number; gid: number } | null }): Promise<void> {
-  const tmp = join(o.tmpDir, `.grove-${randomBytes(8).toString('hex')}`);
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o644);
-  try {
-    await fh.writeFile(o.content);
-    if (o.owner) await fh.chown(o.owner.uid, o.owner.gid);
-  } finally {
-    await fh.close();
-  }
-  try {
-    const st = await lstat(o.target).catch(() => null);
-    if (st?.isDirectory()) await rm(o.target, { recursive: true, force: true });
-    await rename(tmp, o.target);
-  } catch (e) {
-    await rm(tmp, { force: true });
-    throw e;
   }
 }
