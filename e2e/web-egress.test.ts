@@ -154,6 +154,7 @@ describe('the teardown confirmation', () => {
     await card(page, 'net').waitFor({ state: 'detached', timeout: 60_000 });
     const events = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(SLUG)}&limit=1000`);
     expect(events.body.events.find((e) => e.type === 'workspace.cleaned')?.data).toMatchObject({ branch: 'grove/net', recoveryRef: 'refs/grove/demo+net/teardown/1' });
-    expect(git(path.join(home, 'repos', 'demo'), 'show', 'refs/grove/demo+net/teardown/1:scratch.txt')).toBe('draft');
+    // Saved work lives in the workspace's own object store, never in the primary every sandbox mounts.
+    expect(git(path.join(home, 'objects', `${SLUG}.git`), 'show', 'refs/grove/demo+net/teardown/1:scratch.txt')).toBe('draft');
   });
 });

@@ -8,6 +8,7 @@ import { openSqlite, workspaces } from '@grove/db';
 import { eq } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
+import { mountsUnder, unmountAll } from './test-support/mounts.ts';
 import { git, gitInWorktree } from './test-support/repo.ts';
 import { volumesSupported } from './volume.ts';
 
@@ -23,18 +24,6 @@ const fx = useGroveFixture({
   defaults: { maxRunning: 3, gitLockTimeoutMs: 5_000, diskQuota: QUOTA, diskWatchMs: 60_000 },
 });
 const { withProject, open, until } = fx;
-
-function mountsUnder(root: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4] ?? '')
-    .filter((p) => p.startsWith(`${root}/`));
-}
-
-/** What a reboot does to the mounts (and what cleanup after a failed test needs): all gone, newest first. */
-function unmountAll(root: string): void {
-  for (const p of mountsUnder(root).reverse()) execFileSync('umount', ['--', p]);
-}
 
 // Registered after the fixture's hooks, so it runs first: nothing stays mounted when the fixture removes the temp dir.
 afterEach(() => {
@@ -172,7 +161,8 @@ describe.skipIf(skip !== null)('disk quota in the lifecycle (real loop devices)'
     expect(mountsUnder(fx.home)).toEqual([]);
     expect(existsSync(join(fx.home, 'volumes', 'demo~orph'))).toBe(false);
     expect(existsSync(wt)).toBe(false);
-    const repo = join(fx.home, 'repos', 'demo');
+    // Saved work lives in the workspace's own object store (host-only), not in the primary.
+    const repo = join(fx.home, 'objects', 'demo~orph.git');
     const ref = git(repo, 'for-each-ref', '--format=%(refname)', recoveryRefPrefix('demo~orph'));
     expect(ref).not.toBe('');
     expect(git(repo, 'show', `${ref}:precious.txt`)).toBe('not committed');

@@ -3,6 +3,7 @@ import { existsSync, lstatSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { mkdir, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { mountsUnder, unmountAll } from './test-support/mounts.ts';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createPaths } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
@@ -17,18 +18,6 @@ if (skip) console.warn(`volume.test.ts skipped: ${skip}`);
 
 const QUOTA = { bytes: 32 * 1024 * 1024, inodes: 256 };
 const SLUG = 'demo~quota';
-
-function mountsUnder(root: string): string[] {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .map((l) => l.split(' ')[4] ?? '')
-    .filter((p) => p.startsWith(`${root}/`));
-}
-
-/** Unmount anything a failed test left under root (newest first), so no loop device outlives the suite. */
-function unmountAll(root: string): void {
-  for (const p of mountsUnder(root).reverse()) execFileSync('umount', ['-l', '--', p]);
-}
 
 describe.skipIf(skip !== null)('volume (real loop devices)', () => {
   let home: string;
@@ -45,11 +34,11 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     targets = { worktree: paths.worktree('demo', 'quota'), state: paths.state(SLUG), git: paths.sandboxGit(SLUG) };
   });
   afterEach(() => {
-    unmountAll(home);
+    unmountAll(home, { lazy: true });
     rmSync(home, { recursive: true, force: true });
   });
   afterAll(() => {
-    for (const h of homes) if (existsSync(h)) unmountAll(h);
+    for (const h of homes) if (existsSync(h)) unmountAll(h, { lazy: true });
   });
 
   it('creates a sparse image, mounts it nosuid,nodev and binds its dirs onto the targets, owned by the sandbox user', async () => {
