@@ -26,6 +26,32 @@ export async function chownTree(paths: string | readonly string[], uid: number, 
   await run('chown', ['-R', '-h', '-P', `${uid}:${gid}`, '--', ...list]);
 }
 
+/**
+ * chownTree for the trees whose top does not already belong to owner: the dirs Grove keeps for the backend and the
+ * host are made by root and only ever written by root, so one lstat tells whether an earlier layout (which handed
+ * them to the agent's user) left them to reclaim, and a fork pays for no chown process.
+ */
+export async function reclaimTrees(paths: readonly string[], owner: { uid: number; gid: number }): Promise<void> {
+  const stale: string[] = [];
+  for (const p of paths) {
+    const st = await lstat(p).catch(() => null);
+    if (st && (st.uid !== owner.uid || st.gid !== owner.gid)) stale.push(p);
+  }
+  await chownTree(stale, owner.uid, owner.gid);
+}
+
+/** A regular file's bytes when it is at most maxBytes, opened without following a link or blocking on a FIFO; else null. */
+export async function readRegularFile(path: string, maxBytes: number): Promise<Buffer | null> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch(() => null);
+  if (!fh) return null;
+  try {
+    const st = await fh.stat();
+    return st.isFile() && st.size <= maxBytes ? await fh.readFile() : null;
+  } finally {
+    await fh.close();
+  }
+}
+
 /** mkdir -p each, then hand them all to `owner` with one chown. */
 export async function ensureDirs(paths: readonly string[], owner?: { uid: number; gid: number }): Promise<void> {
   for (const p of paths) await mkdir(p, { recursive: true });

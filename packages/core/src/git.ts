@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync } from 'node:fs';
-import { copyFile, mkdir, mkdtemp, open, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, readFile, readdir, realpath, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError, overlayPathProblem, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { execGit, gitText } from './git-exec.ts';
 import type { GitExecOptions } from './git-exec.ts';
-import { isEmptyDir, removeDir, replaceFile } from './fsutil.ts';
+import { isEmptyDir, readRegularFile, removeDir, replaceFile } from './fsutil.ts';
 
 /**
  * The git operations core needs, all through git-exec.ts (explicit GIT_DIR, hardened config, deadline).
@@ -133,22 +133,10 @@ export async function worktreeAdminDir(repo: string, worktreePath: string): Prom
   const first = basename(worktreePath);
   for (const id of [first, ...ids.filter((i) => i !== first)]) {
     if (!ids.includes(id)) continue;
-    const text = await readSmallRegular(join(root, id, 'gitdir'));
-    if (text !== null && text.trim() === want) return join(root, id);
+    const text = (await readRegularFile(join(root, id, 'gitdir'), 4096))?.toString('utf8');
+    if (text?.trim() === want) return join(root, id);
   }
   throw new GroveError('git_failed', `${worktreePath} is not a worktree of ${repo}`);
-}
-
-/** A small regular file's text, opened without following a link or blocking on a FIFO; null otherwise. */
-async function readSmallRegular(path: string): Promise<string | null> {
-  const fh = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch(() => null);
-  if (!fh) return null;
-  try {
-    const st = await fh.stat();
-    return st.isFile() && st.size <= 4096 ? await fh.readFile('utf8') : null;
-  } finally {
-    await fh.close();
-  }
 }
 
 /** The entries of <repo>/worktrees (the admin dirs), to tell which one a `worktree add` created. */

@@ -34,7 +34,7 @@ import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
 import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir, sleep } from './fsutil.ts';
 import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
@@ -1667,14 +1667,16 @@ class GroveImpl implements Grove {
     // The backend's: the agent's user can neither list nor change them (its socket, the host's sockets, the
     // thread). chown -R also takes back what an earlier version let the agent's user own there.
     const backendDirs = [this.paths.run(slug), this.paths.thread(slug)];
-    await ensureDirs(backendDirs, canChown() ? BACKEND : undefined);
-    if (canChown()) for (const d of backendDirs) await chmod(d, 0o700);
+    await ensureDirs(backendDirs);
+    if (!canChown()) return;
+    await reclaimTrees(backendDirs, BACKEND);
+    for (const d of backendDirs) await chmod(d, 0o700);
   }
 
   /** The sandbox's own git dir and the worktree's .git file naming it (sandbox-git.ts). Under the repository lock. */
   private async prepareSandboxGit(row: WorkspaceRow, hostAdminDir: string, o: { fresh: boolean }): Promise<void> {
     // The host's admin dir is the host's alone from now on (an earlier version handed it to the agent's user).
-    await chownTree(hostAdminDir, BACKEND.uid, BACKEND.gid);
+    await reclaimTrees([hostAdminDir], BACKEND);
     await mkdir(this.paths.sandboxGitRoot, { recursive: true, mode: 0o755 });
     await ensureSandboxGitDir({
       dir: this.paths.sandboxGit(row.slug),

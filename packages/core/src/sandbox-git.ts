@@ -2,7 +2,7 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { SANDBOX_PATHS } from '@grove/sandbox';
-import { replaceFile } from './fsutil.ts';
+import { readRegularFile, replaceFile } from './fsutil.ts';
 
 /**
  * The sandbox's own git dir (DESIGN.md section 5). Inside the container /workspace/.git says
@@ -36,16 +36,18 @@ const MAX_INDEX_BYTES = 256 << 20;
 export async function ensureSandboxGitDir(o: SandboxGitOptions): Promise<{ gitfileReplaced: boolean }> {
   await mkdir(o.scratch, { recursive: true, mode: 0o700 });
   await ensureRealDir(o.dir);
-  const files: Array<[name: string, content: () => Promise<Buffer>, always: boolean]> = [
+  // content null: nothing to write (git reads a missing index as an empty one; a 0-byte file it refuses).
+  const files: Array<[name: string, content: () => Promise<Buffer | null>, always: boolean]> = [
     ['commondir', async () => Buffer.from(`${SANDBOX_PATHS.gitCommon}\n`), true],
     ['gitdir', async () => Buffer.from(`${SANDBOX_PATHS.workspace}/.git\n`), true],
     ['HEAD', async () => Buffer.from(`ref: refs/heads/${o.branch}\n`), o.fresh],
-    ['index', () => readRegular(join(o.hostAdminDir, 'index'), MAX_INDEX_BYTES), o.fresh],
+    ['index', () => readRegularFile(join(o.hostAdminDir, 'index'), MAX_INDEX_BYTES), o.fresh],
   ];
   for (const [name, content, always] of files) {
     const target = join(o.dir, name);
     if (!always && (await isRegular(target))) continue;
-    await replaceFile({ target, tmpDir: o.scratch, content: await content(), owner: o.owner });
+    const bytes = await content();
+    if (bytes) await replaceFile({ target, tmpDir: o.scratch, content: bytes, owner: o.owner });
   }
   if (o.owner) {
     const dir = await open(o.dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
@@ -83,22 +85,4 @@ async function ensureRealDir(dir: string): Promise<void> {
 async function isRegular(path: string): Promise<boolean> {
   const st = await lstat(path).catch(() => null);
   return st?.isFile() ?? false;
-}
-
-/** A regular file's bytes, opened without following a link or blocking on a FIFO; empty when absent. */
-async function readRegular(path: string, max: number): Promise<Buffer> {
-  let fh;
-  try {
-    fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
-    throw e;
-  }
-  try {
-    const st = await fh.stat();
-    if (!st.isFile() || st.size > max) return Buffer.alloc(0);
-    return await fh.readFile();
-  } finally {
-    await fh.close();
-  }
 }
