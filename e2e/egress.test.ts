@@ -16,7 +16,7 @@ import type { EgressResponse, GroveEvent, ThreadLine, Workspace } from '@grove/c
 import { classify, parseHost, splitAuthority, unmap } from '@grove/egress';
 import { loadCorpus } from '../packages/egress/src/corpus.ts';
 import type { CorpusCase } from '../packages/egress/src/corpus.ts';
-import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from '../packages/egress/src/probe.ts';
+import { PROBE_SOURCE, PROMISED_ENV, parseResponse, probeArg, probeCases } from '../packages/egress/src/probe.ts';
 import type { ProbeCase, ProbeResult } from '../packages/egress/src/probe.ts';
 import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
 import { findSecretsInSandbox } from './support/secrets.ts';
@@ -39,15 +39,6 @@ const AGENT = '1000:1000';
 const PROVIDER_KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
 const FORGE_TOKEN = `grove-forge-SENTINEL-${randomBytes(12).toString('hex')}`;
 const SERVER_ENV = { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN };
-/** What docs/security.md promises every process in a sandbox, written out: not read from the code under test. */
-const PROMISED_ENV = [
-  'HTTPS_PROXY=http://127.0.0.1:3128',
-  'HTTP_PROXY=http://127.0.0.1:3128',
-  'NO_PROXY=localhost,127.0.0.1',
-  'http_proxy=http://127.0.0.1:3128',
-  'https_proxy=http://127.0.0.1:3128',
-  'no_proxy=localhost,127.0.0.1',
-];
 
 function container(slug: string): string {
   const id = containerOf(s.instance, slug);

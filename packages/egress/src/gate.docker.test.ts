@@ -20,22 +20,13 @@ import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
 import type { Corpus } from './corpus.ts';
 import { createGate } from './gate.ts';
 import type { ConnectTarget, Gate } from './gate.ts';
-import { PROBE_SOURCE, parseResponse, probeArg, probeCases } from './probe.ts';
+import { PROBE_SOURCE, PROMISED_ENV, parseResponse, probeArg, probeCases } from './probe.ts';
 import type { ProbeCase, ProbeResult } from './probe.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `e${randomBytes(4).toString('hex')}`;
 const SLUG = 'egr~probe';
 const RELAY = { host: '127.0.0.1', port: 3128 };
-/** What docs/security.md promises every process in a sandbox, written out: not read from the code under test. */
-const PROMISED_ENV = [
-  'HTTPS_PROXY=http://127.0.0.1:3128',
-  'HTTP_PROXY=http://127.0.0.1:3128',
-  'NO_PROXY=localhost,127.0.0.1',
-  'http_proxy=http://127.0.0.1:3128',
-  'https_proxy=http://127.0.0.1:3128',
-  'no_proxy=localhost,127.0.0.1',
-];
 
 const driver = createDockerDriver({ instance: INSTANCE });
 const root = mkdtempSync(join(tmpdir(), 'grove-egress-docker-'));

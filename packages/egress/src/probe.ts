@@ -6,6 +6,20 @@ import { spawn } from 'node:child_process';
 import type { CorpusCase } from './corpus.ts';
 import { TUNNEL_REQUEST, requestText } from './corpus.ts';
 
+/**
+ * What docs/security.md promises every process in a sandbox sees, sorted, written out here rather than read from
+ * the code under test (core's PROXY_ENV), so a change there fails the tests that check it.
+ */
+export const PROMISED_ENV = [
+  'HTTPS_PROXY=http://127.0.0.1:3128',
+  'HTTP_PROXY=http://127.0.0.1:3128',
+  'NO_PROXY=localhost,127.0.0.1',
+  'http_proxy=http://127.0.0.1:3128',
+  'https_proxy=http://127.0.0.1:3128',
+  'no_proxy=localhost,127.0.0.1',
+];
+
+
 export interface ProbeCase {
   id: string;
   text: string;
