@@ -1,11 +1,13 @@
 // Benchmark: density - memory per running workspace (container cgroup + server RSS), idle and in a turn, N workspaces on the real server; then start-up reconciliation with them running.
-// Run: npm run bench:density -w @grove/bench   (env BENCH_DENSITY=20; stops early when less than 3 GiB is available)
+// Each on every runtime of BENCH_RUNTIMES (default runc, and runsc when the engine has it), then side by side.
+// Run: npm run bench:density -w @grove/bench   (env BENCH_DENSITY=20, BENCH_RUNTIMES; stops early when less than 3 GiB is available)
 import fs from 'node:fs';
 import os from 'node:os';
+import type { SandboxRuntime } from '@grove/contracts';
 import { TOKEN, cleanup, startServer, waitRunning } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
 import { SANDBOX_MEMORY_BYTES, defaultMaxRunning } from '../apps/server/src/env.ts';
-import { MiB, docker, fmt, machineNote, mkTemp, onCleanup, pct, reconcileLog, rssOf, sleep, table, until } from './lib.ts';
+import { MiB, benchRuntimes, docker, fmt, machineNote, mkTemp, onCleanup, pct, reconcileLog, rssOf, sleep, table, until } from './lib.ts';
 
 const N = Number(process.env.BENCH_DENSITY ?? 20);
 const MIN_AVAILABLE = 3 * 2 ** 30;
@@ -68,11 +70,13 @@ async function sample(s: RunningServer, withCpu = false): Promise<Sample> {
 
 const mean = (v: number[]): number => v.reduce((a, b) => a + b, 0) / Math.max(1, v.length);
 
-async function main(): Promise<void> {
-  console.log(`density: up to ${N} running workspaces on the real server; ${machineNote()}`);
-  const home = mkTemp('density');
+interface Summary { runtime: SandboxRuntime; n: number; idlePer: number; busyPer: number; byIdle: number; cap: number; reconcileMs: number | null }
+
+async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
+  console.log(`\n=== runtime ${runtime}\ndensity: up to ${N} running workspaces on the real server; ${machineNote()}`);
+  const home = mkTemp(`density-${runtime}`);
   let server: RunningServer | undefined;
-  const env = { GROVE_MAX_RUNNING: String(N), GROVE_DEMO: 'true', LOG_LEVEL: 'info' };
+  const env = { GROVE_MAX_RUNNING: String(N), GROVE_DEMO: 'true', LOG_LEVEL: 'info', GROVE_RUNTIME: runtime };
   const done = onCleanup(async () => {
     await server?.stop().catch(() => undefined);
     cleanup(home);
@@ -161,11 +165,21 @@ async function main(): Promise<void> {
         `half of memory at the measured idle footprint would hold ${byIdle}`,
     );
     console.log(`\nrestart with ${n} running containers: server spawn → listening ${fmt(restartMs)} ms, reconcile ${rec ? `${rec.ms} ms (${rec.containers} containers)` : '-'}, ${stillRunning} still running after; teardown of all ${n} one by one ${fmt(teardownAll)} ms`);
-    console.log(`\nsummary: ${n} running workspaces${stoppedEarly}: ${fmt(idlePer / MiB, 1)} MiB each idle, ${fmt(busyPer / MiB, 1)} MiB in a turn; default cap ${cap} vs ${byIdle} by measured idle memory; reconcile with ${n} running ${rec?.ms ?? '-'} ms`);
+    console.log(`\nsummary (${runtime}): ${n} running workspaces${stoppedEarly}: ${fmt(idlePer / MiB, 1)} MiB each idle, ${fmt(busyPer / MiB, 1)} MiB in a turn; default cap ${cap} vs ${byIdle} by measured idle memory; reconcile with ${n} running ${rec?.ms ?? '-'} ms`);
     console.log(`after: ${machineNote()}`);
+    return { runtime, n, idlePer, busyPer, byIdle, cap, reconcileMs: rec?.ms ?? null };
   } finally {
     await done();
   }
+}
+
+async function main(): Promise<void> {
+  const all: Summary[] = [];
+  for (const runtime of await benchRuntimes()) all.push(await benchRuntime(runtime));
+  console.log('\nby runtime (per workspace: container as docker stats counts it + server RSS growth)\n');
+  table(['runtime', 'running', 'idle MiB', 'in a turn MiB', 'fit in half of memory', 'default cap', 'reconcile ms', 'goal'], all.map((x) => [
+    x.runtime, x.n, fmt(x.idlePer / MiB, 1), fmt(x.busyPer / MiB, 1), x.byIdle, x.cap, x.reconcileMs ?? '-', 'idle ≤ 512 MiB limit, fit ≥ default cap',
+  ]));
 }
 
 main().catch((e: unknown) => {

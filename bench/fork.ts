@@ -1,11 +1,12 @@
 // Benchmark: fork-to-ready and teardown through the real server, side by side with the floor (git worktree add + docker run + /health), interleaved in one run.
-// Run: npm run bench:fork -w @grove/bench (both tables) | npm run bench:teardown -w @grove/bench (teardown table only)   env BENCH_FORKS (default 20)
+// Each on every runtime of BENCH_RUNTIMES (default runc, and runsc when the engine has it), then side by side.
+// Run: npm run bench:fork -w @grove/bench (both tables) | npm run bench:teardown -w @grove/bench (teardown table only)   env BENCH_FORKS (default 20), BENCH_RUNTIMES
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { EventsResponse, GroveEvent } from '@grove/contracts';
+import type { EventsResponse, GroveEvent, SandboxRuntime } from '@grove/contracts';
 import { TOKEN, cleanup, containerOf, startServer, waitRunning } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
-import { docker, fmt, getOverSocket, gitIn, machineNote, mkTemp, onCleanup, pct, sh, table, until } from './lib.ts';
+import { benchRuntimes, docker, fmt, getOverSocket, gitIn, machineNote, mkTemp, onCleanup, pct, pidsLimitFor, sh, table, until } from './lib.ts';
 
 const FORKS = Number(process.env.BENCH_FORKS ?? 20);
 const IMAGE = 'grove-sandbox:latest';
@@ -66,12 +67,12 @@ interface Floor {
 }
 
 /** The same steps Grove takes, by hand: worktree + chown to uid 1000, the dirs, `docker run` with the same flags and mounts, poll /health. */
-async function floorFork(home: string, name: string, base: string): Promise<{ sample: FloorSample; floor: Floor }> {
+async function floorFork(home: string, name: string, base: string, runtime: SandboxRuntime): Promise<{ sample: FloorSample; floor: Floor }> {
   const repo = path.join(home, 'repos/demo');
   const wt = path.join(home, 'floor/worktrees', name);
   const slug = `demo~${name}`;
   const [run, thread, state] = ['run', 'thread', 'state'].map((d) => path.join(home, 'floor', d, name)) as [string, string, string];
-  const cname = `grove-bench-${RUN}-${name}`;
+  const cname = `grove-bench-${RUN}-${runtime}-${name}`;
   const t0 = now();
   await gitIn(repo, 'worktree', 'add', '-q', '-b', `bench/${name}`, wt, base);
   const admin = readFileSync(path.join(wt, '.git'), 'utf8').replace(/^gitdir:\s*/, '').trim();
@@ -85,7 +86,7 @@ async function floorFork(home: string, name: string, base: string): Promise<{ sa
     '--tmpfs', '/tmp:rw,exec,nosuid,nodev,size=256m,mode=1777',
     '--tmpfs', '/home/grove:rw,exec,nosuid,nodev,size=64m,mode=0755,uid=1000,gid=1000',
     '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--init',
-    '--pids-limit', '256', '--memory', '512m', '--memory-swap', '512m', '--cpus', '1',
+    '--runtime', runtime, '--pids-limit', String(pidsLimitFor(runtime, 256)), '--memory', '512m', '--memory-swap', '512m', '--cpus', '1',
     '--log-driver', 'json-file', '--log-opt', 'max-size=5m', '--log-opt', 'max-file=2',
     ...mount(wt, '/workspace'), ...mount(repo, repo, true), ...mount(admin, admin),
     ...mount(run, '/run/grove'), ...mount(thread, '/var/lib/grove/thread'), ...mount(state, '/home/grove/.claude'),
@@ -136,8 +137,10 @@ function row(label: string, v: number[]): Array<string | number> {
   return [label, fmt(pct(v, 50)), fmt(pct(v, 95)), fmt(Math.min(...v)), fmt(Math.max(...v))];
 }
 
-async function main(): Promise<void> {
-  const home = mkTemp('fork');
+interface Summary { runtime: SandboxRuntime; g50: number; g95: number; f50: number; f95: number; t50: number; t95: number; tf50: number }
+
+async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
+  const home = mkTemp(`fork-${runtime}`);
   let server: RunningServer | undefined;
   const floors: Floor[] = [];
   const cleanupAll = onCleanup(async () => {
@@ -147,13 +150,13 @@ async function main(): Promise<void> {
     cleanup(home);
   });
   try {
-    console.log(`fork-to-ready: ${FORKS} forks, interleaved with the floor; ${machineNote()}`);
-    server = await startServer({ home, env: { GROVE_MAX_RUNNING: String(FORKS + 2), GROVE_DEMO: 'true', LOG_LEVEL: 'info' } });
+    console.log(`\n=== runtime ${runtime}\nfork-to-ready: ${FORKS} forks, interleaved with the floor; ${machineNote()}`);
+    server = await startServer({ home, env: { GROVE_MAX_RUNNING: String(FORKS + 2), GROVE_DEMO: 'true', LOG_LEVEL: 'info', GROVE_RUNTIME: runtime } });
     await waitRunning(server, 'demo');
     const base = (await gitIn(path.join(home, 'repos/demo'), 'rev-parse', 'main')).trim();
     // One untimed round each, so the first timed fork does not pay for cold caches (image layers, git pack).
     await groveFork(server, 'warm');
-    floors.push((await floorFork(home, 'floor-warm', base)).floor);
+    floors.push((await floorFork(home, 'floor-warm', base, runtime)).floor);
 
     const grove: ForkSample[] = [];
     const floor: FloorSample[] = [];
@@ -161,7 +164,7 @@ async function main(): Promise<void> {
       // Alternate which goes first so neither always runs on the other's leftovers.
       const g = async () => grove.push(await groveFork(server!, `f${i}`));
       const f = async () => {
-        const r = await floorFork(home, `floor-f${i}`, base);
+        const r = await floorFork(home, `floor-f${i}`, base, runtime);
         floor.push(r.sample);
         floors.push(r.floor);
       };
@@ -183,6 +186,8 @@ async function main(): Promise<void> {
 
     const g50 = pct(grove.map((x) => x.total), 50);
     const f50 = pct(floor.map((x) => x.total), 50);
+    const g95 = pct(grove.map((x) => x.total), 95);
+    const f95 = pct(floor.map((x) => x.total), 95);
     if (!teardownOnly) {
       console.log(`\nfork-to-ready, ms (${FORKS} forks each; Grove: POST /api/workspaces → GET /w/<slug>/health = 200 through the proxy)\n`);
       table(['phase', 'p50', 'p95', 'min', 'max'], [
@@ -197,9 +202,7 @@ async function main(): Promise<void> {
         row('  docker run -d (CLI)', floor.map((x) => x.container)),
         row('  → /health on the socket (10 ms poll)', floor.map((x) => x.health)),
       ]);
-      const g95 = pct(grove.map((x) => x.total), 95);
-      const f95 = pct(floor.map((x) => x.total), 95);
-      console.log(`\nsummary: Grove fork-to-ready p50 ${fmt(g50)} ms / p95 ${fmt(g95)} ms vs floor p50 ${fmt(f50)} ms / p95 ${fmt(f95)} ms: ratio ${fmt(g50 / f50, 2)}x at p50, ${fmt(g95 / f95, 2)}x at p95 (goal ≤ 1.3x, p50 < 1500 ms)`);
+      console.log(`\nsummary (${runtime}): Grove fork-to-ready p50 ${fmt(g50)} ms / p95 ${fmt(g95)} ms vs floor p50 ${fmt(f50)} ms / p95 ${fmt(f95)} ms: ratio ${fmt(g50 / f50, 2)}x at p50, ${fmt(g95 / f95, 2)}x at p95 (goal ≤ 1.3x, p50 < 1500 ms)`);
     }
 
     console.log(`\nteardown, ms (${FORKS} each; Grove: DELETE /api/workspaces/<slug> → container and worktree gone; floor: docker rm -f + git worktree remove --force + rm dirs)\n`);
@@ -209,11 +212,25 @@ async function main(): Promise<void> {
       row('floor', tdFloor),
     ]);
     const t50 = pct(tdGrove.map((x) => x.gone), 50);
-    console.log(`\nsummary: teardown p50 ${fmt(t50)} ms / p95 ${fmt(pct(tdGrove.map((x) => x.gone), 95))} ms vs floor p50 ${fmt(pct(tdFloor, 50))} ms (${fmt(t50 / pct(tdFloor, 50), 2)}x)`);
+    console.log(`\nsummary (${runtime}): teardown p50 ${fmt(t50)} ms / p95 ${fmt(pct(tdGrove.map((x) => x.gone), 95))} ms vs floor p50 ${fmt(pct(tdFloor, 50))} ms (${fmt(t50 / pct(tdFloor, 50), 2)}x)`);
     console.log(`after: ${machineNote()}`);
+    return { runtime, g50, g95, f50, f95, t50, t95: pct(tdGrove.map((x) => x.gone), 95), tf50: pct(tdFloor, 50) };
   } finally {
     await cleanupAll();
   }
+}
+
+async function main(): Promise<void> {
+  const runtimes = await benchRuntimes();
+  const all: Summary[] = [];
+  // One runtime after the other, each with its own server and floor: the figures land side by side from one run.
+  for (const runtime of runtimes) all.push(await benchRuntime(runtime));
+  console.log(`\nby runtime, ms (${FORKS} forks each)\n`);
+  if (!teardownOnly) {
+    table(['runtime', 'fork p50', 'fork p95', 'floor p50', 'floor p95', 'ratio p50', 'goal'], all.map((x) => [x.runtime, fmt(x.g50), fmt(x.g95), fmt(x.f50), fmt(x.f95), `${fmt(x.g50 / x.f50, 2)}x`, '≤ 1.3x floor, p50 < 1500 ms']));
+    console.log('');
+  }
+  table(['runtime', 'teardown p50', 'teardown p95', 'floor p50', 'ratio p50'], all.map((x) => [x.runtime, fmt(x.t50), fmt(x.t95), fmt(x.tf50), `${fmt(x.t50 / x.tf50, 2)}x`]));
 }
 
 main().catch((e: unknown) => {

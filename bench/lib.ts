@@ -6,6 +6,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { sandboxRuntimeSchema } from '@grove/contracts';
+import type { SandboxRuntime } from '@grove/contracts';
+import { RUNSC_PIDS_FACTOR } from '@grove/sandbox';
 import type { RunningServer } from '../e2e/harness.ts';
 
 const run = promisify(execFile);
@@ -142,3 +145,19 @@ export function reconcileLog(s: RunningServer): { ms: number; containers: number
 }
 
 export const MiB = 2 ** 20;
+
+/**
+ * The sandbox runtimes to measure, each printed beside the other: BENCH_RUNTIMES=runc,runsc (a comma list), default
+ * runc plus runsc when the engine lists it (scripts/setup.sh configures it).
+ */
+export async function benchRuntimes(): Promise<SandboxRuntime[]> {
+  const asked = process.env.BENCH_RUNTIMES;
+  if (asked) return asked.split(',').map((r) => sandboxRuntimeSchema.parse(r.trim()));
+  const listed = JSON.parse(await docker('info', '--format', '{{json .Runtimes}}')) as Record<string, unknown>;
+  return 'runsc' in listed ? ['runc', 'runsc'] : ['runc'];
+}
+
+/** Host pids limit for a hand-made container on this runtime, as the driver sets it (gVisor's threads count there). */
+export function pidsLimitFor(runtime: SandboxRuntime, pids: number): number {
+  return runtime === 'runsc' ? pids * RUNSC_PIDS_FACTOR : pids;
+}

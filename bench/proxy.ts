@@ -1,8 +1,9 @@
 // Benchmark: proxy overhead for 1 KiB and 256 KiB responses, side by side in one run: straight to the Unix
 // socket, nginx (one worker, upstream keep-alive), configurable-http-proxy, http-proxy and http-proxy-3 (both
 // with a keep-alive agent), and Grove's front door (/w/<slug>/ with auth and routing, which uses http-proxy),
-// once with a stub registry (the proxy path alone) and once over the real SQLite registry (what the server does).
-// Run: npm run bench:proxy -w @grove/bench   (env BENCH_SECONDS, BENCH_CONNECTIONS, BENCH_ROUNDS)
+// once with a stub registry (the proxy path alone) and once over the real SQLite registry (what the server does);
+// then the real server in front of a real sandboxed backend (its /health), on each runtime of BENCH_RUNTIMES.
+// Run: npm run bench:proxy -w @grove/bench   (env BENCH_SECONDS, BENCH_CONNECTIONS, BENCH_ROUNDS, BENCH_RUNTIMES)
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -11,7 +12,10 @@ import readline from 'node:readline';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
-import { fmt, freePort, machineNote, mkTemp, onCleanup, pct, sleep, table, until } from './lib.ts';
+import type { SandboxRuntime } from '@grove/contracts';
+import { TOKEN, cleanup, startServer, waitRunning } from '../e2e/harness.ts';
+import type { RunningServer } from '../e2e/harness.ts';
+import { benchRuntimes, fmt, freePort, machineNote, mkTemp, onCleanup, pct, sleep, table, until } from './lib.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
@@ -22,6 +26,15 @@ const rounds = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3));
 const dir = mkTemp('proxy');
 const socketPath = path.join(dir, 'upstream.sock');
 const children: ChildProcess[] = [];
+const servers: RunningServer[] = [];
+
+/** The real server with its demo workspace running on this runtime: the front door in front of a sandboxed backend. */
+async function startSandboxed(runtime: SandboxRuntime): Promise<RunningServer> {
+  const s = await startServer({ home: mkTemp(`proxy-${runtime}`), env: { GROVE_RUNTIME: runtime, LOG_LEVEL: 'warn' } });
+  servers.push(s);
+  await waitRunning(s, 'demo');
+  return s;
+}
 
 function child(role: string): Promise<Record<string, unknown>> {
   const c = spawn(process.execPath, ['--import', 'tsx', path.join(here, 'proxy-targets.ts'), role, socketPath], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -140,6 +153,12 @@ async function main(): Promise<void> {
     add('Grove /w/<slug>/, stub registry', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: auth });
     add('Grove /w/<slug>/, real registry (SQLite)', size, { url: `http://127.0.0.1:${ports.groveReal}/w/bench/${size}`, headers: auth });
   }
+  const runtimes = await benchRuntimes();
+  for (const runtime of runtimes) {
+    const s = await startSandboxed(runtime);
+    add(`sandbox backend.sock (${runtime})`, 'health', { url: 'http://localhost/health', socketPath: path.join(s.home, 'run', 'demo', 'backend.sock') } as autocannon.Options);
+    add(`Grove /w/demo/, sandboxed backend (${runtime})`, 'health', { url: `${s.base}/w/demo/health`, headers: { authorization: `Bearer ${TOKEN}` } });
+  }
   for (let r = 0; r < rounds; r++) {
     for (const c of cells) c.runs.push(await autocannon({ connections, duration: seconds / rounds, ...c.opts }));
   }
@@ -154,10 +173,20 @@ async function main(): Promise<void> {
       `${fmt(rps('Grove /w/<slug>/, real', '1k') / rps('configurable', '1k'), 2)}x configurable-http-proxy, ${fmt(rps('Grove /w/<slug>/, real', '1k') / rps('direct', '1k'), 2)}x direct; ` +
       `http-proxy ${rps('http-proxy +', '1k')} vs http-proxy-3 ${rps('http-proxy-3', '1k')} req/s (goal: ≥ nginx, ≥ 2.5x CHP, p99 < 3 ms)`,
   );
+  console.log('\nby runtime, through a real sandboxed backend (GET /w/demo/health)\n');
+  table(['runtime', 'Grove req/s', 'p50 ms', 'p99 ms', 'backend.sock req/s', 'ratio', 'goal'], runtimes.map((rt) => {
+    const front = pick(`Grove /w/demo/, sandboxed backend (${rt})`, 'health');
+    const sock = pick(`sandbox backend.sock (${rt})`, 'health');
+    return [rt, front?.rps ?? '-', front?.p50 ?? '-', front?.p99 ?? '-', sock?.rps ?? '-', `${fmt((front?.rps ?? Number.NaN) / (sock?.rps ?? Number.NaN), 2)}x`, 'p99 < 3 ms'];
+  }));
   console.log(`after: ${machineNote()}`);
 }
 
 const done = onCleanup(async () => {
+  for (const s of servers) {
+    await s.stop().catch(() => undefined);
+    cleanup(s.home);
+  }
   for (const c of children) c.kill('SIGTERM');
   // nginx's master stops its worker on SIGTERM; wait for every child so nothing outlives the benchmark.
   await Promise.race([Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r))))), sleep(5_000)]);

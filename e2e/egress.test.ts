@@ -18,7 +18,7 @@ import { loadCorpus } from '../packages/egress/src/corpus.ts';
 import type { CorpusCase } from '../packages/egress/src/corpus.ts';
 import { PROBE_SOURCE, PROMISED_ENV, parseResponse, probeArg, probeCases } from '../packages/egress/src/probe.ts';
 import type { ProbeCase, ProbeResult } from '../packages/egress/src/probe.ts';
-import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+import { TEST_RUNTIME, TOKEN, agentExec, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
 import { findSecretsInSandbox } from './support/secrets.ts';
 
 const home = makeHome('egress');
@@ -33,7 +33,6 @@ const A = 'demo~ea';
 const B = 'demo~eb';
 const RELAY = { host: '127.0.0.1', port: 3128 };
 /** The agent's user inside every sandbox (the container's own user is the backend's). */
-const AGENT = '1000:1000';
 // Sentinels planted in the server's environment, where the real ones live: "no key in the sandbox" is then
 // checked by value, not only by variable name.
 const PROVIDER_KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
@@ -102,7 +101,7 @@ function tunnel(target) {
 
 /** Asynchronous: the test upstream lives in this process and must keep answering while the probe runs. */
 async function probe(slug: string, cases: ProbeCase[]): Promise<ProbeResult[]> {
-  const r = await run('docker', ['exec', '-u', AGENT, container(slug), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], { encoding: 'utf8', maxBuffer: 16 << 20 });
+  const r = await run('docker', agentExec(container(slug), ['node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)]), { encoding: 'utf8', maxBuffer: 16 << 20 });
   return JSON.parse(r.stdout) as ProbeResult[];
 }
 
@@ -184,7 +183,7 @@ describe('egress: no way out but the gate', () => {
     const bin = path.join(dir, 'icmp-probe');
     await run('gcc', ['-static', '-O2', '-o', bin, path.join(import.meta.dirname, 'fixtures', 'icmp-probe.c')]);
     const out = await new Promise<string>((resolve, reject) => {
-      const c = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], {
+      const c = spawn('docker', agentExec(container(A), ['sh', '-c', 'cat > /tmp/icmp-probe && chmod 755 /tmp/icmp-probe && /tmp/icmp-probe 192.0.2.1; rm -f /tmp/icmp-probe'], { interactive: true }), {
         stdio: ['pipe', 'pipe', 'inherit'],
       });
       let text = '';
@@ -302,7 +301,7 @@ describe('egress: the policy decides, and every decision is audited', () => {
     // A process in A holds a tunnel to each upstream; the new policy keeps only the second port.
     const before = await s.api('PUT', `/api/workspaces/${A}/egress`, { rules: [{ host: '127.0.0.1', ports: [upPort, upPort2] }] });
     expect(before.status).toBe(200);
-    const child = spawn('docker', ['exec', '-i', '-u', AGENT, container(A), 'node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const child = spawn('docker', agentExec(container(A), ['node', '-e', HOLD_TWO_SOURCE, JSON.stringify({ cut: `127.0.0.1:${upPort}`, kept: `127.0.0.1:${upPort2}` })], { interactive: true }), { stdio: ['pipe', 'pipe', 'inherit'] });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString('latin1')));
     const exited = new Promise<void>((r) => child.on('close', () => r()));
@@ -471,7 +470,9 @@ describe('resource abuse is contained', () => {
     }, 30_000);
   }
 
-  it('a fork bomb stops at the pids limit while the server and B keep serving', async () => {
+  // Under gVisor the host's pids limit counts gVisor's own threads, and a bomb that reaches it takes A's whole sandbox
+  // down instead of meeting EAGAIN (docs/security.md, "gVisor"): what this test measures does not exist there.
+  it.skipIf(TEST_RUNTIME === 'runsc')('a fork bomb stops at the pids limit while the server and B keep serving', async () => {
     // Spawns until the kernel refuses (EAGAIN), holds the processes while the host checks B, then kills them.
     const bomb = `
       const { spawn } = require('child_process');
@@ -485,7 +486,7 @@ describe('resource abuse is contained', () => {
       })();`;
     // Asynchronous: the bomb holds the limit for a few seconds while the host checks B.
     const run = new Promise<{ spawned: number; err: string }>((resolve, reject) => {
-      execFile('docker', ['exec', '-u', AGENT, container(A), 'node', '-e', bomb, '8000'], { encoding: 'utf8' }, (e, out) => {
+      execFile('docker', agentExec(container(A), ['node', '-e', bomb, '8000']), { encoding: 'utf8' }, (e, out) => {
         if (e && !out) reject(e);
         else resolve(JSON.parse(out.trim().split('\n')[0] ?? '{}') as { spawned: number; err: string });
       });
@@ -501,10 +502,25 @@ describe('resource abuse is contained', () => {
   });
 
   it('a memory hog is killed by the memory limit while the server and B keep serving', async () => {
-    const hog = dockerExec(container(A), ['node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
-    expect(hog.code).toBe(137); // SIGKILL from the cgroup's OOM killer
-    await bStillServes();
-    expect((await s.api('GET', `/w/${A}/health`)).status).toBe(200); // the hog died, not A's backend
+    const hogCmd = ['node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))'];
+    if (TEST_RUNTIME === 'runc') {
+      const hog = dockerExec(container(A), hogCmd);
+      expect(hog.code).toBe(137); // SIGKILL from the cgroup's OOM killer
+      await bStillServes();
+      expect((await s.api('GET', `/w/${A}/health`)).status).toBe(200); // the hog died, not A's backend
+    } else {
+      // Under gVisor the limit bounds the whole sandbox, its kernel included: the host's OOM killer ends all of A (an
+      // attached exec would hang on it, so the hog runs detached), A is reported stopped, B and the server carry on.
+      execFileSync('docker', agentExec(container(A), hogCmd, { detach: true }));
+      const w = await waitFor('A reported stopped', async () => {
+        const r = await s.api<{ workspace: { state: string; failureReason: string | null } }>('GET', `/api/workspaces/${encodeURIComponent(A)}`);
+        return r.body.workspace.state === 'stopped' ? r.body.workspace : null;
+      });
+      expect(w.failureReason).toBe('the sandbox stopped unexpectedly: it exited with code 137 (out of memory)');
+      await bStillServes();
+      expect((await s.api('POST', `/api/workspaces/${encodeURIComponent(A)}/start`)).status).toBe(200);
+      await waitFor('A reopened', async () => (await s.api('GET', `/w/${A}/health`)).status === 200);
+    }
     // Reported: the engine's oom event lands in A's audit trail with the limit it hit.
     const oom = await waitFor('the oom event', async () => {
       const r = await s.api('GET', `/api/events?slug=${encodeURIComponent(A)}&type=sandbox.oom`);

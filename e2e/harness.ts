@@ -8,9 +8,15 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { WebSocket } from 'ws';
 import type { StreamFrame, Workspace } from '@grove/contracts';
+import { agentExecArgs, testRuntime } from '../packages/sandbox/src/test-support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const TOKEN = 'e2e-token-0123456789abcdef';
+/**
+ * The sandboxes' runtime for this run: `npm test` runs the isolation and egress e2e files a second time with
+ * GROVE_TEST_RUNTIME=runsc (gVisor). The server gets it as GROVE_RUNTIME; a GROVE_RUNTIME of the caller's shell never leaks in.
+ */
+export const TEST_RUNTIME = testRuntime(process.env.GROVE_TEST_RUNTIME);
 
 export interface RunningServer {
   base: string;
@@ -49,6 +55,7 @@ export async function startServer(opts: { home: string; env?: Record<string, str
       GROVE_MAX_RUNNING: '4',
       GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
       LOG_LEVEL: 'info',
+      GROVE_RUNTIME: TEST_RUNTIME,
       // SQLite in the test's home unless the test names a database: a DATABASE_URL of the caller's shell never leaks in.
       DATABASE_URL: '',
       ...opts.env,
@@ -143,12 +150,18 @@ export function containerOf(instance: string, slug: string): string | undefined 
  * the container, with the container's three capabilities), standing in for a backend that was exploited.
  */
 export function dockerExec(container: string, cmd: string[], o: { user?: string } = {}): { code: number; out: string } {
+  const argv = o.user ? ['exec', '-u', o.user, container, ...cmd] : agentExec(container, cmd);
   try {
-    return { code: 0, out: execFileSync('docker', ['exec', '-u', o.user ?? '1000:1000', container, ...cmd], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
+    return { code: 0, out: execFileSync('docker', argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }) };
   } catch (e) {
     const err = e as { status?: number; stdout?: string; stderr?: string };
     return { code: err.status ?? 1, out: `${err.stdout ?? ''}${err.stderr ?? ''}` };
   }
+}
+
+/** The `docker` argv that runs cmd in a sandbox as the agent (uid 1000), on this run's runtime. */
+export function agentExec(container: string, cmd: string[], o: { interactive?: boolean; detach?: boolean } = {}): string[] {
+  return agentExecArgs(container, cmd, { runtime: TEST_RUNTIME, ...o });
 }
 
 export function git(cwd: string, ...args: string[]): string {

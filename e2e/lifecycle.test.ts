@@ -1,9 +1,10 @@
-// The core journey against the real stack: fork, talk, stop, reopen, tear down; and two at once.
+// The core journey against the real stack: fork (on the run's runtime), talk, stop, reopen, tear down; and two at once.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
-import { containerOf, git, openStream, useServer } from './harness.ts';
+import { TEST_RUNTIME, containerOf, dockerExec, git, openStream, useServer } from './harness.ts';
 
 const fx = useServer('life');
 
@@ -23,6 +24,12 @@ describe('workspace lifecycle', () => {
     expect(fork.status).toBe(201);
     const ws = fork.body.workspace;
     expect(ws).toMatchObject({ slug: 'demo~feat-a', state: 'running', branch: 'grove/feat-a' });
+    // The server's GROVE_RUNTIME (this run's: runc, or runsc in `npm test`'s second pass) is what the engine ran it on.
+    const id = containerOf(fx.s.instance, ws.slug) ?? '';
+    expect(execFileSync('docker', ['inspect', '--format', '{{.HostConfig.Runtime}}', id], { encoding: 'utf8' }).trim()).toBe(TEST_RUNTIME);
+    const kernel = dockerExec(id, ['dmesg']);
+    if (TEST_RUNTIME === 'runsc') expect(kernel.out).toContain('Starting gVisor');
+    else expect(kernel.out).not.toContain('gVisor');
     const worktree = path.join(fx.home, 'worktrees', 'demo', 'feat-a');
     expect(fs.existsSync(path.join(worktree, 'README.md'))).toBe(true);
     // The server's default disk quota (GROVE_DISK_QUOTA 4 GiB, GROVE_INODE_QUOTA 200k): the figure the card shows.

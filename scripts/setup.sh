@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Idempotent machine setup for Grove: npm dependencies, a running Docker engine, the sandbox image.
-# Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
+# Idempotent machine setup for Grove: npm dependencies, a running Docker engine with gVisor's runsc runtime, the
+# sandbox image. Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
 #   --no-install     skip `npm ci` (used by `npm test`'s pretest)
 #   --with-browser   also make sure Debian's chromium, openssh-server and postgresql are there (the browser
-#                    tests, the ssh remote test and the PostgreSQL registry tests need them)
+#                    tests, the ssh remote test and the PostgreSQL registry tests need them) and that runsc works
 # Works from a fresh clone, as root in CI without a TTY, and re-run any number of times.
 set -euo pipefail
 
@@ -63,7 +63,103 @@ else
   say "skipping npm ci (--no-install)"
 fi
 
-# 2. Docker engine
+# 2. gVisor's runsc as a second Docker runtime (GROVE_RUNTIME=runsc). Written to daemon.json before the engine
+#    starts (read at start) and applied to a running one with SIGHUP (`runtimes` is reloadable): setup never stops or
+#    restarts dockerd, so running sandboxes are never taken down. Required for the tests (--with-browser) and when
+#    GROVE_RUNTIME=runsc; otherwise a machine where it cannot be set up only gets a note.
+DAEMON_JSON="/etc/docker/daemon.json"
+RUNSC_REQUIRED=0
+{ [ "$BROWSER" = 1 ] || [ "${GROVE_RUNTIME:-runc}" = runsc ]; } && RUNSC_REQUIRED=1
+RUNSC_OK=1
+runsc_missing() {
+  RUNSC_OK=0
+  [ "$RUNSC_REQUIRED" = 1 ] && die "$1"
+  say "note: $1 (only GROVE_RUNTIME=runsc needs it)"
+}
+
+# Merges {"runtimes": {"runsc": …}} into daemon.json, keeping every other key; prints "unchanged" or "written".
+write_runsc_config() {
+  local bin="$1"
+  mkdir -p "$(dirname "$DAEMON_JSON")"
+  node -e '
+    const fs = require("node:fs");
+    const [file, bin] = process.argv.slice(1);
+    let cfg = {};
+    if (fs.existsSync(file)) {
+      const text = fs.readFileSync(file, "utf8");
+      cfg = text.trim() === "" ? {} : JSON.parse(text);
+      if (typeof cfg !== "object" || cfg === null || Array.isArray(cfg)) throw new Error(`${file} is not a JSON object`);
+    }
+    // --network=none: runsc refuses a container in the root network namespace otherwise (Grove never gives one a
+    // network anyway). --host-uds=all: without it a socket the backend creates in /run/grove is invisible to the host.
+    const want = { path: bin, runtimeArgs: ["--network=none", "--host-uds=all"] };
+    if (JSON.stringify(cfg.runtimes?.runsc) === JSON.stringify(want)) { console.log("unchanged"); process.exit(0); }
+    cfg.runtimes = { ...(cfg.runtimes ?? {}), runsc: want };
+    const tmp = `${file}.grove-${process.pid}`;
+    fs.writeFileSync(tmp, JSON.stringify(cfg, null, 2) + "\n", { mode: 0o644 });
+    fs.renameSync(tmp, file);
+    console.log("written");
+  ' "$DAEMON_JSON" "$bin"
+}
+
+# The engine lists runsc with Grove's two flags.
+engine_has_runsc() {
+  docker info --format '{{json .Runtimes}}' 2>/dev/null | node -e '
+    let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+      const r = JSON.parse(s || "{}").runsc;
+      const args = r?.runtimeArgs ?? [];
+      process.exit(r && args.includes("--network=none") && args.includes("--host-uds=all") ? 0 : 1);
+    });'
+}
+
+prepare_runsc() {
+  if ! command -v runsc >/dev/null 2>&1; then
+    if ! is_debian_root; then
+      runsc_missing "gVisor's runsc is not installed: install it (Debian as root: apt-get install runsc) and rerun"
+      return
+    fi
+    say "installing runsc (apt-get)"
+    apt-get update -qq </dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq runsc </dev/null >/dev/null
+  fi
+  if ! is_root; then return; fi
+  local r
+  r="$(write_runsc_config "$(command -v runsc)")" || die "could not merge the runsc runtime into $DAEMON_JSON"
+  [ "$r" = written ] && say "added the runsc runtime to $DAEMON_JSON"
+  return 0
+}
+
+# After the engine is up: reload it if it does not list runsc yet (SIGHUP, never a restart).
+apply_runsc() {
+  [ "$RUNSC_OK" = 1 ] || return 0
+  engine_has_runsc && { say "docker runtime runsc configured"; return; }
+  if ! is_root; then
+    runsc_missing "the Docker engine has no runsc runtime: add {\"runtimes\": {\"runsc\": {\"path\": \"$(command -v runsc)\", \"runtimeArgs\": [\"--network=none\", \"--host-uds=all\"]}}} to $DAEMON_JSON and send dockerd SIGHUP (as root), then rerun"
+    return
+  fi
+  local pid=""
+  [ -f /var/run/docker.pid ] && pid="$(cat /var/run/docker.pid 2>/dev/null || true)"
+  if [ -z "$pid" ] || [ "$(cat "/proc/$pid/comm" 2>/dev/null || true)" != dockerd ]; then
+    pid="$(pidof dockerd 2>/dev/null | awk '{print $1}' || true)"
+  fi
+  [ -n "$pid" ] || { runsc_missing "no local dockerd to reload: make the engine read $DAEMON_JSON (send it SIGHUP)"; return; }
+  say "reloading dockerd (SIGHUP, pid $pid) so it reads the runsc runtime; running containers are untouched"
+  kill -HUP "$pid"
+  local waited=0
+  until engine_has_runsc; do
+    if [ "$waited" -ge 20 ]; then
+      runsc_missing "dockerd did not pick up the runsc runtime from $DAEMON_JSON after SIGHUP (see its log)"
+      return
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+  say "docker runtime runsc configured"
+}
+
+prepare_runsc
+
+# 3. Docker engine
 docker_ok() { command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; }
 
 install_docker() {
@@ -123,10 +219,12 @@ else
   exec 8>&-
 fi
 
-# 3. sandbox image
+apply_runsc
+
+# 4. sandbox image
 bash "$ROOT/docker/build-image.sh"
 
-# 4. the dashboard: `next build` when there is no build or a source is newer than it
+# 5. the dashboard: `next build` when there is no build or a source is newer than it
 web="$ROOT/apps/web"
 build_id="$web/.next/BUILD_ID"
 if [ ! -f "$build_id" ] || [ -n "$(find "$web/src" "$web/next.config.ts" "$web/package.json" "$ROOT/packages/contracts/src" -newer "$build_id" -print -quit 2>/dev/null)" ]; then
@@ -136,7 +234,7 @@ else
   say "dashboard build up to date"
 fi
 
-# 5. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
+# 6. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   is_debian_root || die "the browser tests need /usr/bin/chromium: install Debian's chromium package"
   say "installing chromium (apt-get)"
@@ -144,7 +242,7 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null >/dev/null
 fi
 
-# 6. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
+# 7. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
   is_debian_root || die "the ssh remote test needs /usr/sbin/sshd: install Debian's openssh-server package"
   say "installing openssh-server (apt-get)"
@@ -152,7 +250,7 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server </dev/null >/dev/null
 fi
 
-# 7. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
+# 8. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
 #    on a Unix socket as an unprivileged user; Debian's packaged cluster is not used)
 has_initdb() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; }; }
 if [ "$BROWSER" = 1 ] && ! has_initdb; then

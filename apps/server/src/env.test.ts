@@ -1,4 +1,4 @@
-// The server's env.ts: GROVE_IDLE_STOP's duration forms and ways off, and the preview listener's settings.
+// The server's env.ts: GROVE_IDLE_STOP's duration forms and ways off, the preview listener's settings, GROVE_RUNTIME.
 import { describe, expect, it } from 'vitest';
 import { loadEnv } from './env.ts';
 
@@ -94,5 +94,20 @@ describe('GROVE_DISK_QUOTA and GROVE_INODE_QUOTA', () => {
     expect(() => disk('lots')).toThrow(/GROVE_DISK_QUOTA: expected a size/);
     expect(() => disk('-4G')).toThrow(/GROVE_DISK_QUOTA/);
     expect(() => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', GROVE_INODE_QUOTA: '10' })).toThrow(/GROVE_INODE_QUOTA/);
+  });
+});
+
+describe('GROVE_RUNTIME', () => {
+  const runtime = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { GROVE_RUNTIME: v }) }).GROVE_RUNTIME;
+
+  it('defaults to runc and takes runsc (gVisor)', () => {
+    expect(runtime()).toBe('runc');
+    expect(runtime('runc')).toBe('runc');
+    expect(runtime('runsc')).toBe('runsc');
+  });
+
+  it('refuses any other runtime, naming the variable', () => {
+    expect(() => runtime('kata')).toThrow(/GROVE_RUNTIME/);
+    expect(() => runtime('')).toThrow(/GROVE_RUNTIME/);
   });
 });

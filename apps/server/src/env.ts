@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { gitSshCommandSchema } from '@grove/contracts';
+import { gitSshCommandSchema, sandboxRuntimeSchema } from '@grove/contracts';
 
 /** Per-sandbox memory limit; the default cap is what half the host's memory allows at that limit, at most 8. */
 export const SANDBOX_MEMORY_BYTES = 512 * 1024 * 1024;
@@ -83,6 +83,8 @@ export const envSchema = z.object({
   /** Register the bundled demo project (and its default workspace) at start. */
   GROVE_DEMO: bool.default(true),
   GROVE_DOCKER_SOCKET: z.string().optional(),
+  /** The sandboxes' OCI runtime: runc, or runsc (gVisor, a user-space kernel between agent and host; setup configures it). */
+  GROVE_RUNTIME: sandboxRuntimeSchema.default('runc'),
   GROVE_HEALTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   /**
    * Each workspace's disk quota: its worktree and agent state live in a filesystem image of this size (sparse: the

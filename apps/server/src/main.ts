@@ -27,7 +27,7 @@ async function main(): Promise<void> {
   const token = loadOrCreateToken({ home: env.GROVE_HOME, fromEnv: env.GROVE_TOKEN });
   // One Docker engine may serve several Grove homes (tests, a second checkout): scope containers to this one.
   const instance = crypto.createHash('sha256').update(env.GROVE_HOME).digest('hex').slice(0, 8);
-  const driver = createDockerDriver({ instance, socketPath: env.GROVE_DOCKER_SOCKET });
+  const driver = createDockerDriver({ instance, socketPath: env.GROVE_DOCKER_SOCKET, runtime: env.GROVE_RUNTIME });
   // Without Docker the server still starts: the API answers 503 docker_unavailable and the
   // reconciliation runs as soon as the engine answers.
   const dockerUp = await driver.ping().then(

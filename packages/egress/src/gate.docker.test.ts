@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EgressDecision } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
 import type { SandboxSpec } from '@grove/sandbox';
+import { agentExecArgs, listCommand, testRuntime } from '../../sandbox/src/test-support.ts';
 // Core's own table of proxy variables: the sandbox gets exactly what core gives every workspace.
 import { PROXY_ENV } from '../../core/src/egress.ts';
 import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
@@ -28,7 +29,10 @@ const INSTANCE = `e${randomBytes(4).toString('hex')}`;
 const SLUG = 'egr~probe';
 const RELAY = { host: '127.0.0.1', port: 3128 };
 
-const driver = createDockerDriver({ instance: INSTANCE });
+// `npm test` runs this file a second time with GROVE_TEST_RUNTIME=runsc (gVisor).
+const RUNTIME = testRuntime(process.env.GROVE_TEST_RUNTIME);
+const driver = createDockerDriver({ instance: INSTANCE, runtime: RUNTIME });
+const agentExec = (cmd: string[]) => agentExecArgs(containerName(INSTANCE, SLUG), cmd, { runtime: RUNTIME });
 const root = mkdtempSync(join(tmpdir(), 'grove-egress-docker-'));
 const runDir = join(root, 'run', SLUG);
 const socketPath = join(runDir, 'egress.sock');
@@ -119,7 +123,7 @@ const run = promisify(execFile);
 // event loop that has to answer the sandbox.
 async function sh(script: string): Promise<{ code: number; out: string }> {
   try {
-    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'sh', '-c', script], { encoding: 'utf8' });
+    const r = await run('docker', agentExec(['sh', '-c', script]), { encoding: 'utf8' });
     return { code: 0, out: `${r.stdout}${r.stderr}` };
   } catch (e) {
     const err = e as { code?: number; stdout?: string; stderr?: string };
@@ -129,7 +133,7 @@ async function sh(script: string): Promise<{ code: number; out: string }> {
 
 /** Run the probe inside the sandbox against the relay. */
 async function probeInside(cases: ProbeCase[]): Promise<ProbeResult[]> {
-  const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)], {
+  const r = await run('docker', agentExec(['node', '-e', PROBE_SOURCE, probeArg(RELAY, cases)]), {
     encoding: 'utf8',
     maxBuffer: 16 * 1024 * 1024,
   });
@@ -209,7 +213,7 @@ afterAll(async () => {
 
 describe('the SSRF corpus from inside a real sandbox', () => {
   it('is the only way out: the sandbox has only loopback, and the relay listens there', async () => {
-    expect((await sh('ls /sys/class/net')).out.trim().split(/\s+/)).toEqual(['lo']);
+    expect((await sh(listCommand('/sys/class/net', RUNTIME))).out.trim().split(/\s+/)).toEqual(['lo']);
     expect((await sh('cat /proc/net/route')).out.trim().split('\n')).toHaveLength(1); // header only: no IPv4 route at all
 
     // The environment the container really has, not the spec handed to the driver: the engine's
@@ -220,7 +224,10 @@ describe('the SSRF corpus from inside a real sandbox', () => {
     const pids = execFileSync('docker', ['top', name, '-eo', 'pid'], { encoding: 'utf8' }).trim().split('\n').slice(1).map((l) => l.trim());
     expect(pids.length).toBeGreaterThan(0);
     for (const pid of pids) {
-      const env = readFileSync(`/proc/${pid}/environ`, 'latin1').split('\0');
+      // gVisor's processes live in its own kernel, which the host cannot look into: there `docker top` gives the
+      // sandbox's pids, read by root inside.
+      const raw = RUNTIME === 'runc' ? readFileSync(`/proc/${pid}/environ`, 'latin1') : execFileSync('docker', ['exec', '-u', '0:0', name, 'cat', `/proc/${pid}/environ`], { encoding: 'latin1' });
+      const env = raw.split('\0');
       expect(env, `pid ${pid}`).toContain(`GROVE_SLUG=${SLUG}`);
       expect(env.filter((e) => /^(https?|no)_proxy=/i.test(e)).sort(), `pid ${pid}`).toEqual(PROMISED_ENV);
     }
@@ -293,7 +300,7 @@ describe('the SSRF corpus from inside a real sandbox', () => {
     await until(() => gate?.active() === 0);
     const start = decisions.length;
     const arg = JSON.stringify({ target: `127.0.0.1:${upPort}`, n: MAX_TUNNELS });
-    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', TUNNEL_LIMIT_SOURCE, arg], { encoding: 'utf8' });
+    const r = await run('docker', agentExec(['node', '-e', TUNNEL_LIMIT_SOURCE, arg]), { encoding: 'utf8' });
     const out = JSON.parse(r.stdout) as { ok: number; over: string; again: string | null };
     expect(out.ok).toBe(MAX_TUNNELS);
     expect(out.over).toMatch(/^HTTP\/1\.1 429 /);
@@ -309,7 +316,7 @@ describe('the SSRF corpus from inside a real sandbox', () => {
     const start = decisions.length;
     const connectsBefore = connects.length;
     const arg = JSON.stringify({ target: `127.0.0.1:${upPort}`, giveUpMs: HEADERS_TIMEOUT_MS + 8_000 });
-    const r = await run('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, SLUG), 'node', '-e', DRIP_SOURCE, arg], { encoding: 'utf8' });
+    const r = await run('docker', agentExec(['node', '-e', DRIP_SOURCE, arg]), { encoding: 'utf8' });
     const out = JSON.parse(r.stdout) as { closed: boolean; text: string };
     expect(out.closed, out.text).toBe(true);
     expect(out.text).toMatch(/^HTTP\/1\.1 40[08] /);

@@ -9,17 +9,20 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isGroveError } from '@grove/contracts';
-import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent } from './docker.ts';
+import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent, RUNSC_PIDS_FACTOR } from './docker.ts';
+import { agentExecArgs, listCommand, readOnlyMessage, testRuntime } from './test-support.ts';
 import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { SandboxEvent, SandboxSpec } from './types.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
+// `npm test` runs this file a second time with GROVE_TEST_RUNTIME=runsc (gVisor): every check holds on both.
+const RUNTIME = testRuntime(process.env.GROVE_TEST_RUNTIME);
 const INSTANCE = `t${randomBytes(4).toString('hex')}`;
 const OTHER_INSTANCE = `${INSTANCE}x`;
 const PROJECT = 'proj';
 const LIMITS = { memoryBytes: 256 * 1024 * 1024, nanoCpus: 500_000_000, pids: 128 };
 
-const driver = createDockerDriver({ instance: INSTANCE });
+const driver = createDockerDriver({ instance: INSTANCE, runtime: RUNTIME });
 
 /** Host-side fixture mirroring a Grove home: bare primary clone + two worktrees. */
 interface Fixture {
@@ -110,11 +113,15 @@ function makeFixture(): Fixture {
   return { root, common, specs };
 }
 
-/** Run a shell command inside a container as the agent does (uid 1000; the container's own user is the backend's). */
+/** Run a shell command inside a container as the agent does. */
 function sh(slug: string, script: string): { code: number; out: string } {
-  const r = spawnSync('docker', ['exec', '-u', `${SANDBOX_UID}:${SANDBOX_GID}`, containerName(INSTANCE, slug), 'sh', '-c', script], { encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync('docker', agentExec(slug, ['sh', '-c', script]), { encoding: 'utf8', timeout: 30_000 });
   return { code: r.status ?? -1, out: `${r.stdout}${r.stderr}` };
 }
+
+const agentExec = (slug: string, cmd: string[], o: { detach?: boolean } = {}) => agentExecArgs(containerName(INSTANCE, slug), cmd, { runtime: RUNTIME, ...o });
+const list = (dir: string) => listCommand(dir, RUNTIME);
+const READ_ONLY = readOnlyMessage(RUNTIME);
 
 /** The backend's pid inside the container, found as the agent would (through /proc). */
 function backendPid(slug: string): string {
@@ -200,14 +207,15 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(sh(a, 'id -u').out.trim()).toBe(String(SANDBOX_UID));
     expect(sh(a, 'grep CapEff /proc/self/status').out).toMatch(/CapEff:\s+0+\s*$/);
     expect(sh(a, 'grep CapPrm /proc/self/status').out).toMatch(/CapPrm:\s+0+\s*$/);
-    expect(sh(a, 'grep NoNewPrivs /proc/self/status').out).toMatch(/NoNewPrivs:\s+1/);
+    // gVisor's /proc/<pid>/status has no NoNewPrivs line; runsc sets it from the same OCI spec runc does.
+    if (RUNTIME === 'runc') expect(sh(a, 'grep NoNewPrivs /proc/self/status').out).toMatch(/NoNewPrivs:\s+1/);
     const pid = backendPid(a);
     const status = sh(a, `cat /proc/${pid}/status`).out;
     expect(status).toMatch(/^Uid:\s+0\s+0\s+0\s+0/m);
     // CAP_KILL (5), CAP_SETGID (6), CAP_SETUID (7): nothing else, not even in the bounding set.
     expect(status).toMatch(/^CapEff:\s+0+e0\s*$/m);
     expect(status).toMatch(/^CapBnd:\s+0+e0\s*$/m);
-    expect(status).toMatch(/^NoNewPrivs:\s+1/m);
+    if (RUNTIME === 'runc') expect(status).toMatch(/^NoNewPrivs:\s+1/m);
   });
 
   it('keeps the backend out of reach of the agent: it cannot signal, trace or read it, nor touch its socket, thread or the host sockets', async () => {
@@ -215,17 +223,26 @@ describe('docker driver: hardening, seen from inside the container', () => {
     const kill = sh(a, `kill -9 ${pid}`);
     expect(kill.code).not.toBe(0);
     expect(kill.out).toMatch(/not permitted/i);
-    expect(sh(a, `cat /proc/${pid}/environ`).code).not.toBe(0);
+    if (RUNTIME === 'runc') {
+      expect(sh(a, `cat /proc/${pid}/environ`).code).not.toBe(0);
+    } else {
+      // gVisor lets any process read another's environ (docs/security.md): the backend's holds only what the driver
+      // put in the container's config, which is never a secret.
+      const env = sh(a, `tr '\\0' '\\n' < /proc/${pid}/environ`).out.trim().split('\n');
+      const declared = new Set([...dockerInspect(containerName(INSTANCE, a)).Config.Env, 'HOSTNAME', 'PATH']);
+      expect(env.length).toBeGreaterThan(3);
+      for (const line of env) expect(declared.has(line) || declared.has(line.split('=')[0] ?? ''), line).toBe(true);
+    }
     expect(sh(a, `cat /proc/${pid}/mem`).code).not.toBe(0);
     // The run dir (backend.sock, the host's sockets) and the thread dir are root's and 0700.
     for (const attempt of [
-      'ls /run/grove',
+      list('/run/grove'),
       'rm -f /run/grove/backend.sock',
       'ln -sf /var/run/docker.sock /run/grove/backend.sock',
       'mv /run/grove /tmp/x',
       'touch /run/grove/x',
       'echo x >> /var/lib/grove/thread/thread.jsonl',
-      'ls /var/lib/grove/thread',
+      list('/var/lib/grove/thread'),
     ]) {
       const r = sh(a, attempt);
       expect(r.code, attempt).not.toBe(0);
@@ -237,6 +254,13 @@ describe('docker driver: hardening, seen from inside the container', () => {
     // The positive control: the backend is still there and still its own.
     expect(backendPid(a)).toBe(pid);
     expect(await waitForHealth(join(fx.specs.a.runDir, 'backend.sock'))).toBe(200);
+  });
+
+  it.runIf(RUNTIME === 'runsc')('runs on gVisor: the kernel the agent talks to is gVisor\'s, not the host\'s', () => {
+    const r = sh(a, 'dmesg; uname -r');
+    expect(r.code, r.out).toBe(0);
+    expect(r.out).toContain('Starting gVisor');
+    expect(r.out).not.toContain(execFileSync('uname', ['-r'], { encoding: 'utf8' }).trim());
   });
 
   it('has a read-only root with writable /tmp, $HOME and the mounted dirs', () => {
@@ -258,7 +282,7 @@ describe('docker driver: hardening, seen from inside the container', () => {
   });
 
   it('has no network besides loopback, and nothing of the host on it', () => {
-    expect(sh(a, 'ls /sys/class/net').out.trim().split(/\s+/)).toEqual(['lo']);
+    expect(sh(a, list('/sys/class/net')).out.trim().split(/\s+/)).toEqual(['lo']);
     const routes = sh(a, 'cat /proc/net/route').out.trim().split('\n');
     expect(routes).toHaveLength(1); // the header line only
     const probe = sh(
@@ -314,7 +338,7 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(sh(b, 'cat /workspace/.claude/settings.local.json').out).toBe('{"local":true}\n');
     const write = sh(b, 'echo changed > /workspace/.claude/settings.local.json');
     expect(write.code).not.toBe(0);
-    expect(write.out).toMatch(/read-only file system/i);
+    expect(write.out).toMatch(READ_ONLY);
     expect(sh(b, 'rm -f /workspace/.claude/settings.local.json').code).not.toBe(0);
     expect(sh(b, 'mv /workspace/.claude/settings.local.json /workspace/x').code).not.toBe(0);
     expect(sh(b, 'touch /workspace/.claude/other.json').code).toBe(0);
@@ -339,19 +363,19 @@ describe('docker driver: hardening, seen from inside the container', () => {
 
     const update = sh(a, 'cd /workspace && git update-ref refs/heads/main HEAD');
     expect(update.code).not.toBe(0);
-    expect(update.out).toMatch(/read-only file system/i);
+    expect(update.out).toMatch(READ_ONLY);
     expect(git(['--git-dir', fx.common, 'rev-parse', 'refs/heads/main'])).toBe(mainBefore);
 
     const add = sh(a, 'cd /workspace && echo new > new.txt && git add new.txt');
     expect(add.code).not.toBe(0);
-    expect(add.out).toMatch(/read-only file system/i);
+    expect(add.out).toMatch(READ_ONLY);
     sh(a, 'rm -f /workspace/new.txt');
   });
 
   it('hides every admin dir of the project, its own included: host git never reads what the agent writes', () => {
     // Through the common dir the agent sees no worktree admin dir (index, HEAD, reflogs of any workspace).
-    const list = sh(a, 'ls -A /grove/common/worktrees; echo "[$?]"');
-    expect(list.out.trim()).toBe('[0]');
+    const listed = sh(a, `${list('/grove/common/worktrees')}; echo "[$?]"`);
+    expect(listed.out.trim()).toBe('[0]');
     expect(sh(a, 'mkdir /grove/common/worktrees/x').code).not.toBe(0);
     expect(readdirSync(join(fx.common, 'worktrees')).sort()).toEqual(['a', 'b']);
     // The attack: replace the HEAD of the git dir /workspace/.git names with a FIFO. It lands in the sandbox's
@@ -381,7 +405,8 @@ describe('docker driver: hardening, seen from inside the container', () => {
     expect(hc.Memory).toBe(LIMITS.memoryBytes);
     expect(hc.MemorySwap).toBe(LIMITS.memoryBytes);
     expect(hc.NanoCpus).toBe(LIMITS.nanoCpus);
-    expect(hc.PidsLimit).toBe(LIMITS.pids);
+    expect(hc.PidsLimit).toBe(RUNTIME === 'runc' ? LIMITS.pids : LIMITS.pids * RUNSC_PIDS_FACTOR);
+    expect(hc.Runtime).toBe(RUNTIME);
     expect(hc.RestartPolicy).toMatchObject({ Name: expect.stringMatching(/^(no)?$/) });
     expect(Object.keys(hc.Tmpfs as object).sort()).toEqual(['/home/grove', '/tmp']);
     const mounts = Object.fromEntries(info.Mounts.map((m) => [m.Destination, m]));
@@ -448,22 +473,36 @@ describe('docker driver: lifecycle', () => {
     const stopOther = createDockerDriver({ instance: OTHER_INSTANCE }).watch((e) => other.push(e));
     try {
       await new Promise((r) => setTimeout(r, 300)); // the engine has the subscription
-      // A memory hog inside A: the kernel kills it at the 256 MiB limit; the backend lives on.
-      const hog = spawnSync('docker', ['exec', '-u', `${SANDBOX_UID}`, containerName(INSTANCE, 'proj~a'), 'node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))']);
-      expect(hog.status).toBe(137);
+      const hogCmd = ['node', '-e', 'const a=[];for(;;)a.push(Buffer.alloc(16<<20,1))'];
+      if (RUNTIME === 'runc') {
+        // A memory hog inside A: the kernel kills it at the 256 MiB limit; the backend lives on.
+        const hog = spawnSync('docker', agentExec('proj~a', hogCmd));
+        expect(hog.status).toBe(137);
+      } else {
+        // Under gVisor the limit bounds the whole sandbox (its kernel included): the host kills all of it, and an
+        // attached exec would hang on the dead sandbox, so the hog runs detached.
+        execFileSync('docker', agentExec('proj~a', hogCmd, { detach: true }));
+      }
       execFileSync('docker', ['kill', '--signal', 'KILL', containerName(INSTANCE, 'proj~b')]);
-      const deadline = Date.now() + 10_000;
-      while (!(seen.some((e) => e.kind === 'died') && seen.some((e) => e.kind === 'oom')) && Date.now() < deadline) {
+      const deadline = Date.now() + 20_000;
+      const diedA = () => RUNTIME === 'runc' || seen.some((e) => e.kind === 'died' && e.slug === 'proj~a');
+      while (!(seen.some((e) => e.kind === 'died' && e.slug === 'proj~b') && seen.some((e) => e.kind === 'oom') && diedA()) && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 50));
       }
       expect(seen).toContainEqual({ slug: 'proj~b', kind: 'died', exitCode: 137 });
       expect(seen).toContainEqual({ slug: 'proj~a', kind: 'oom', exitCode: null });
       expect(other).toEqual([]);
-      expect((await driver.inspect('proj~a'))?.running).toBe(true);
+      if (RUNTIME === 'runc') {
+        expect((await driver.inspect('proj~a'))?.running).toBe(true);
+      } else {
+        expect(seen).toContainEqual({ slug: 'proj~a', kind: 'died', exitCode: 137 });
+        expect(await driver.inspect('proj~a')).toMatchObject({ running: false, oomKilled: true, exitCode: 137 });
+      }
     } finally {
       stop();
       stopOther();
     }
+    await driver.ensure(fx.specs.a);
     await driver.ensure(fx.specs.b);
   });
 

@@ -3,7 +3,8 @@ import { createHash } from 'node:crypto';
 import { isAbsolute, normalize } from 'node:path';
 import Docker from 'dockerode';
 import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
-import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, slugSchema } from '@grove/contracts';
+import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, sandboxRuntimeSchema, slugSchema } from '@grove/contracts';
+import type { SandboxRuntime } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_CAPS, SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from './types.ts';
 
@@ -29,6 +30,13 @@ const TMPFS = {
   [SANDBOX_PATHS.home]: `${TMPFS_OPTS},size=64m,mode=0755,uid=${SANDBOX_UID},gid=${SANDBOX_GID}`,
 };
 const INSTANCE_RE = /^[a-z0-9][a-z0-9-]{0,30}$/;
+/**
+ * Under runsc the host's pids cgroup counts gVisor's own threads (its kernel, and on the ptrace platform a stub per
+ * address space and thread), not the agent's processes: about 90 while idle, over 150 for one `git status`. At the
+ * agent's own allowance the sandbox's kernel fails to make a thread and the whole sandbox dies, so it gets this many
+ * times more (memory still bounds a fork bomb, inside gVisor's kernel).
+ */
+export const RUNSC_PIDS_FACTOR = 8;
 
 /** Container name for a slug: `grove-<instance>-<project>.<name>` (`~` is not allowed in Docker names). */
 export function containerName(instance: string, slug: string): string {
@@ -40,9 +48,26 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
     throw new GroveError('invalid_input', `sandbox instance "${opts.instance}" must match ${INSTANCE_RE.source}`);
   }
   const socketPath = opts.socketPath ?? DEFAULT_SOCKET;
+  const runtime = parseOrThrow(sandboxRuntimeSchema, opts.runtime ?? 'runc', { what: 'sandbox runtime', code: 'invalid_input' });
   const docker = new Docker({ socketPath });
   const instance = opts.instance;
   const queues = new Map<string, Promise<unknown>>();
+  /** Set once the engine has listed the runtime: runtimes change only when dockerd reloads, so one look is enough. */
+  let runtimeSeen = runtime === 'runc';
+
+  /** runsc is an entry in the engine's config, not something every engine has: say how to get it. */
+  async function checkRuntime(): Promise<void> {
+    if (runtimeSeen) return;
+    const info = (await call(() => docker.info())) as { Runtimes?: Record<string, unknown> };
+    if (!info.Runtimes || !(runtime in info.Runtimes)) {
+      throw new GroveError(
+        'docker_unavailable',
+        `the Docker engine has no "${runtime}" runtime (GROVE_RUNTIME=${runtime}): run \`npm run setup\` as root (installs gVisor's runsc and adds it to /etc/docker/daemon.json), or unset GROVE_RUNTIME to use runc`,
+        { details: { socketPath, runtime, runtimes: Object.keys(info.Runtimes ?? {}) } },
+      );
+    }
+    runtimeSeen = true;
+  }
 
   /** Map engine-unreachable errors to docker_unavailable; everything else passes through. */
   async function call<T>(fn: () => Promise<T>): Promise<T> {
@@ -102,7 +127,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
   }
 
   async function ensureLocked(spec: SandboxSpec, name: string): Promise<SandboxInfo> {
-    const body = createOptions(spec, { instance, name });
+    const body = createOptions(spec, { instance, name, runtime });
     const wantImage = await imageId(spec.image);
     let current = await inspectRaw(name);
     if (current && !reusable(current, body, wantImage)) {
@@ -136,6 +161,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
   return {
     async ping() {
       await call(() => docker.ping());
+      await checkRuntime();
     },
 
     async imageExists(image) {
@@ -269,7 +295,8 @@ export function parseEngineEvent(line: string): SandboxEvent | null {
 }
 
 /** The full create request. Everything security-relevant is here, so the hash label covers it. */
-export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: string }): ContainerCreateOptions {
+export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: string; runtime?: SandboxRuntime }): ContainerCreateOptions {
+  const runtime = ctx.runtime ?? 'runc';
   const env: Record<string, string> = {
     ...spec.env,
     HOME: SANDBOX_PATHS.home,
@@ -318,7 +345,7 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
       Privileged: false,
       // tini as PID 1: forwards SIGTERM to the backend and reaps the agent's orphaned children.
       Init: true,
-      PidsLimit: spec.limits.pids,
+      PidsLimit: runtime === 'runsc' ? spec.limits.pids * RUNSC_PIDS_FACTOR : spec.limits.pids,
       Memory: spec.limits.memoryBytes,
       MemorySwap: spec.limits.memoryBytes,
       NanoCpus: spec.limits.nanoCpus,
@@ -326,10 +353,15 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
       // Pinned so logs() works whatever the daemon's default driver is, and bounded on disk.
       LogConfig: { Type: 'json-file', Config: { 'max-size': '5m', 'max-file': '2' } },
       // No RestartPolicy: the host's reconciliation decides what runs.
+      // runsc is hashed, so a workspace moved between runtimes gets a new container. runc is set after hashing: a
+      // container made before runtimes were a choice (no Runtime, so the engine's default, runc) keeps its hash
+      // and is reused rather than recreated on upgrade.
+      ...(runtime === 'runc' ? {} : { Runtime: runtime }),
     },
   };
   const hash = createHash('sha256').update(JSON.stringify(body)).digest('hex').slice(0, 16);
   body.Labels = { ...body.Labels, [LABELS.spec]: hash };
+  if (body.HostConfig && runtime === 'runc') body.HostConfig.Runtime = 'runc';
   return body;
 }
 

@@ -1,4 +1,5 @@
 /** The seam between core's lifecycle and whatever runs sandboxes (Docker today, Kubernetes later). */
+import type { SandboxRuntime } from '@grove/contracts';
 
 export interface SandboxLimits {
   memoryBytes: number;
@@ -68,10 +69,18 @@ export interface DockerDriverOptions {
   instance: string;
   /** Docker engine socket; default /var/run/docker.sock. */
   socketPath?: string;
+  /**
+   * The OCI runtime every sandbox of this driver runs on (HostConfig.Runtime); default `runc`. `runsc` needs the
+   * engine's runtimes entry that scripts/setup.sh writes; ping() says so when it is missing.
+   */
+  runtime?: SandboxRuntime;
 }
 
 export interface SandboxDriver {
-  /** Throws GroveError('docker_unavailable') when the engine cannot be reached. */
+  /**
+   * Throws GroveError('docker_unavailable') when the engine cannot be reached, or cannot run the driver's runtime
+   * (runsc asked for, no such runtime configured).
+   */
   ping(): Promise<void>;
   imageExists(image: string): Promise<boolean>;
   /** Create the container for spec.slug if absent, start it if not running. Idempotent. */
