@@ -8,10 +8,12 @@
 // grep gets its patterns on stdin (never in an argument or the environment, where the scan would plant them).
 // Each scan has a positive control that must be found (a canary in the scanning process's environment and in a
 // file; GROVE_SLUG in the environments read from the host), so a scan that read nothing throws instead of
-// reporting "not found".
+// reporting "not found". Under gVisor (GROVE_TEST_RUNTIME=runsc) the sandbox's processes and files live in its own
+// kernel, which the host cannot look into: there the all-seeing reads are a privileged root exec inside instead.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
+import { TEST_RUNTIME } from '../harness.ts';
 
 export interface SecretHit {
   secret: string;
@@ -84,7 +86,12 @@ export async function findSecretsInSandbox(container: string, secrets: Record<st
   control(pids.length > 0, 'docker top listed no process');
   search(top, 'the process list (docker top pid,args)');
   let slugs = 0;
-  for (const pid of pids) {
+  if (TEST_RUNTIME === 'runsc') {
+    const out = await exec(['exec', '--privileged', '-u', '0:0', container, 'sh', '-c', 'for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; echo; done']);
+    slugs = out.split('GROVE_SLUG=').length - 1;
+    search(out, 'a process environment or command line, read inside by a privileged root exec');
+  }
+  for (const pid of TEST_RUNTIME === 'runc' ? pids : []) {
     let text = '';
     for (const f of ['environ', 'cmdline']) {
       try {
@@ -96,7 +103,7 @@ export async function findSecretsInSandbox(container: string, secrets: Record<st
     if (text.includes('GROVE_SLUG=')) slugs++;
     search(text, `the environment or command line of host pid ${pid}`);
   }
-  control(slugs > 0, 'no process environment read from the host holds GROVE_SLUG');
+  control(slugs > 0, `no process environment read ${TEST_RUNTIME === 'runc' ? 'from the host' : 'by a privileged exec'} holds GROVE_SLUG`);
 
   // Files: a canary file planted by the agent's user must be found by both scans.
   const plant = await run('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', 'printf "%s\\n" "$1" > /tmp/.grove-scan-canary', 'sh', canary]);
@@ -108,7 +115,10 @@ export async function findSecretsInSandbox(container: string, secrets: Record<st
     search(inside, 'a file readable by uid 1000 inside');
     const pid = (await exec(['inspect', '--format', '{{.State.Pid}}', container])).trim();
     control(/^[1-9]\d*$/.test(pid), `the container has no process (pid "${pid}")`);
-    const host = await run('sh', ['-c', grepScript(`/proc/${pid}/root`)], patterns);
+    const host =
+      TEST_RUNTIME === 'runc'
+        ? await run('sh', ['-c', grepScript(`/proc/${pid}/root`)], patterns)
+        : await run('docker', ['exec', '-i', '--privileged', '-u', '0:0', container, 'sh', '-c', grepScript('')], patterns);
     control(host.out.includes('== scan done') && host.out.includes(canary), "the file scan from the host through the container's root did not find the canary file");
     search(host.out, 'a file in the container (read from the host through its root)');
   } finally {

@@ -2,7 +2,7 @@
 // Needs a running engine and the image from docker/build-image.sh (`npm run setup`). Never sends
 // traffic to any non-loopback address.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { request } from 'node:http';
+import { createServer, request } from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -563,6 +563,33 @@ describe('docker driver: engine unavailable', () => {
     const err = await dead.ping().catch((e: unknown) => e);
     expect(isGroveError(err) && err.code).toBe('docker_unavailable');
     expect((err as Error).message).toMatch(/start it/);
+  });
+});
+
+describe('docker driver: the runtime it is asked for', () => {
+  it('pings clean only when the engine lists the runtime, and says how to get runsc when it does not', async () => {
+    // An engine that answers like dockerd without a runsc entry (GET /_ping, GET /info); the real engine has it.
+    const sock = join(fx.root, 'fake-engine.sock');
+    const engine = createServer((req, res) => {
+      if (req.url?.endsWith('/_ping')) return void res.end('OK');
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ Runtimes: { runc: { path: 'runc' } } }));
+    });
+    await new Promise<void>((r) => engine.listen(sock, r));
+    try {
+      await createDockerDriver({ instance: INSTANCE, socketPath: sock }).ping();
+      const err = await createDockerDriver({ instance: INSTANCE, socketPath: sock, runtime: 'runsc' }).ping().catch((e: unknown) => e);
+      expect(isGroveError(err) && err.code).toBe('docker_unavailable');
+      expect((err as Error).message).toMatch(/no "runsc" runtime.*npm run setup/);
+    } finally {
+      await new Promise((r) => engine.close(r));
+    }
+    // The real engine: runsc is there (scripts/setup.sh), so a runsc driver pings clean.
+    await createDockerDriver({ instance: INSTANCE, runtime: 'runsc' }).ping();
+  });
+
+  it('refuses a runtime it does not know before touching Docker', () => {
+    expect(() => createDockerDriver({ instance: INSTANCE, runtime: 'kata' as 'runc' })).toThrow(/runtime/);
   });
 });
 
