@@ -11,8 +11,9 @@ import { egressDecisionSchema, isGroveError } from '@grove/contracts';
 import type { EgressDecision, GroveEvent } from '@grove/contracts';
 import { isLoopback, parseIp } from '@grove/egress';
 import type { Connector } from '@grove/egress';
-import { EgressAudit, PROXY_ENV } from './egress.ts';
-import type { Grove, GroveOptions } from './index.ts';
+import { EgressAudit, PROXY_ENV } from '@grove/runtime';
+import type { Grove } from './index.ts';
+import type { TestGroveOptions } from './test-support/test-grove.ts';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
 
 let upstream: Server;
@@ -43,7 +44,7 @@ const fx = useGroveFixture({
 const { open, until } = fx;
 
 /** withProject() and a running workspace demo~feat. */
-async function withWorkspace(over: Partial<GroveOptions> = {}): Promise<Grove> {
+async function withWorkspace(over: Partial<TestGroveOptions> = {}): Promise<Grove> {
   const g = await fx.withProject(over);
   await g.fork({ project: 'demo', name: 'feat' });
   return g;
