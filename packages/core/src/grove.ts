@@ -34,7 +34,7 @@ import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID, exitSummary } from '@grove/runtime';
 import type { RuntimeEvent, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from '@grove/runtime';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir } from './fsutil.ts';
 import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
