@@ -1,7 +1,6 @@
 // The credential relay on real Unix sockets, without Docker (the host hook listener: runtime's host-services.test.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
@@ -9,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProviderRelay } from './provider-relay.ts';
 import type { RelayRecord } from './provider-relay.ts';
 import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
+import { call } from './test-support/unix-http.ts';
 import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
 
 const logger = pino({ level: 'silent' });
@@ -23,19 +23,6 @@ afterAll(async () => {
   await fake.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function call(socketPath: string, o: { method?: string; path: string; headers?: Record<string, string>; body?: unknown }): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const body = o.body === undefined ? undefined : JSON.stringify(o.body);
-    const req = request({ socketPath, path: o.path, method: o.method ?? 'POST', headers: { 'content-type': 'application/json', ...o.headers } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 /** Sends raw bytes, returns everything the server sent until it closed (or 3 s passed). */
 function rawExchange(socketPath: string, text: string): Promise<string> {

@@ -1,11 +1,11 @@
 // The host hook listener (host.sock) on a real Unix socket, without Docker.
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { call } from '../../egress/src/test-support/unix-http.ts';
 import { HostServices } from './host-services.ts';
 
 const logger = pino({ level: 'silent' });
@@ -17,19 +17,6 @@ beforeAll(() => {
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
 });
-
-function call(socketPath: string, o: { method?: string; path: string; headers?: Record<string, string>; body?: unknown }): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const body = o.body === undefined ? undefined : JSON.stringify(o.body);
-    const req = request({ socketPath, path: o.path, method: o.method ?? 'POST', headers: { 'content-type': 'application/json', ...o.headers } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 describe('host hook listener', () => {
   it('answers POST /turn-ended with the after-turn work, refuses anything else, and replaces a stale socket', async () => {
