@@ -2,7 +2,7 @@
 export type { Readiness, RuntimeEvent, RuntimeHub, StartOptions, StartStep, StartedWorkspace, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from './types.ts';
 export { createDockerRuntime, exitSummary } from './docker.ts';
 export type { DockerRuntimeOptions } from './docker.ts';
-export { EgressAudit, PROXY_ENV, PROXY_URL } from './egress-gates.ts';
+export { PROXY_ENV, PROXY_URL } from './egress-gates.ts';
 export type { EgressGateOptions } from './egress-gates.ts';
 export { getOverSocket, overSocket, probeHealth } from './health.ts';
 export type { HealthProbe } from './health.ts';
