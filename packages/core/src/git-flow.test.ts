@@ -7,8 +7,9 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
-import type { Grove, GroveOptions } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
+import type { TestGroveOptions } from './test-support/test-grove.ts';
+import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
 import { scanRegistry } from './test-support/registry-scan.ts';
 import { git, gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
@@ -42,14 +43,14 @@ afterEach(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-async function open(over: Partial<GroveOptions> = {}): Promise<Grove> {
+async function open(over: Partial<TestGroveOptions> = {}): Promise<Grove> {
   const sink = new Writable({
     write(chunk: Buffer, _enc, done) {
       logs.push(chunk.toString('utf8'));
       done();
     },
   });
-  const g = await createGrove({
+  const g = await createTestGrove({
     home,
     driver,
     image: 'grove-sandbox:test',

@@ -31,10 +31,10 @@ import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, Und
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
-import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID, exitSummary } from '@grove/runtime';
+import type { RuntimeEvent, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from '@grove/runtime';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir } from './fsutil.ts';
 import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
   defaultBranch as readDefaultBranch,
@@ -55,13 +55,12 @@ import {
   saveWork,
 } from './git.ts';
 import type { RecoveryRefEntry, SavedWork } from './git.ts';
-import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
+import { defaultPolicy } from './egress.ts';
 import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
 import { cloneBareFrom, pullHeadRef, pullOfRef } from './remote.ts';
-import { getOverSocket, probeHealth } from './health.ts';
+import { getOverSocket } from './health.ts';
 import { TurnGuard, agentSandboxEnv, readProjectConfig, readStoredProjectConfig, writeProjectConfig } from './agents.ts';
-import { HostServices } from './host-services.ts';
 import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAny, overlaySettings, prepareMountTargets, removeOverlayFile, writeOverlayFile } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
@@ -78,16 +77,12 @@ import { Volumes, volumesSupported } from './volume.ts';
 import type { VolumeTargets } from './volume.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
-export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
-const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
+export const DEFAULT_LIMITS: WorkspaceLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
 const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
 /** Scheduled fetch of every project and the pull-request watcher (docs/git-flow.md). */
 const DEFAULT_WATCH_INTERVAL_MS = 5 * 60_000;
 /** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
 const ACTIVITY_WRITE_MS = 5_000;
-const HEALTH_POLL_MS = 50;
-/** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
-const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
 /** The backend's user (root in the container): owner of the run and thread dirs and of every host socket there. */
 const BACKEND = { uid: BACKEND_UID, gid: BACKEND_GID };
@@ -162,12 +157,6 @@ function validSource(source: unknown): string {
   return parseOrThrow(projectSourceSchema, s, { what: 'project source' });
 }
 
-/** "exited with code 137 (out of memory)": how a dead sandbox ended, for reasons users read. */
-function exitSummary(info: { exitCode: number | null; oomKilled?: boolean }): string {
-  const code = info.exitCode === null ? '' : ` with code ${info.exitCode}`;
-  return `exited${code}${info.oomKilled ? ' (out of memory)' : ''}`;
-}
-
 class GroveImpl implements Grove {
   private readonly lock: RepoLock;
   /** One lifecycle operation per workspace at a time in this process. */
@@ -176,16 +165,13 @@ class GroveImpl implements Grove {
   private readonly listeners = new Set<(e: GroveEvent) => void>();
   private readonly activity = new Map<string, number>();
   private readonly touches = new Set<Promise<void>>();
-  private readonly healthTimeoutMs: number;
-  private readonly limits: SandboxLimits;
+  private readonly limits: WorkspaceLimits;
   private readonly log: Logger;
-  /** host.sock (after-turn hook) and provider.sock (credential relay) of every workspace with a container. */
-  private readonly host: HostServices;
+  /** Where workspaces run: their sandboxes, egress gates, host sockets and readiness (@grove/runtime). */
+  private readonly runtime: WorkspaceRuntime;
   private readonly guard: TurnGuard;
   /** Stops following the engine's sandbox events; set once reconcile has run. */
   private unwatch: (() => void) | null = null;
-  /** The egress gate of every workspace with a container, in this process. */
-  private readonly gates: EgressGates;
   /** Checkpoints, diff, fetch before fork and publish (docs/git-flow.md). */
   private readonly flow: GitFlow;
   private closed = false;
@@ -203,7 +189,7 @@ class GroveImpl implements Grove {
     private readonly store: Registry,
   ) {
     this.log = opts.logger;
-    this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    this.runtime = opts.runtime;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     if (!canChown() && process.getuid?.() !== SANDBOX_UID) {
       this.log.warn({ uid: process.getuid?.(), sandboxUid: SANDBOX_UID }, 'not running as root: worktrees cannot be handed to the sandbox uid, which may not be able to write them');
@@ -219,26 +205,16 @@ class GroveImpl implements Grove {
       afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
       afterUndo: (slug, turn, files) => this.flow.checkpointAfterUndo(slug, turn, files),
     });
-    this.host = new HostServices({
-      logger: opts.logger,
+    this.runtime.bind({
       runDir: (slug) => paths.run(slug),
       onTurnEnded: (slug, req) => this.guard.onTurnEnded(slug, req),
-      providerRelay: opts.providerRelay && { upstream: new URL(opts.providerRelay.upstream), apiKey: opts.providerRelay.apiKey },
-      // Only the backend (root in the sandbox) connects; the run dir is 0700 and the sockets 0660 root's.
-      ...(owner ? { socketOwner: BACKEND } : {}),
+      emit: (slug, type, data) => this.emitSoon(slug, type, data),
     });
     this.lock = new RepoLock({
       dir: paths.locksRoot,
       fileFor: (project) => paths.lockFile(project),
       timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS,
       logger: opts.logger,
-    });
-    this.gates = new EgressGates({
-      logger: opts.logger,
-      socketPath: (slug) => paths.egressSocket(slug),
-      emit: (slug, type, data) => this.emitSoon(slug, type, data),
-      options: opts.egress,
-      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     const idle = opts.idleStopMs ?? 0;
     if (idle > 0) {
@@ -515,7 +491,7 @@ class GroveImpl implements Grove {
       );
     }
     // Fail before reserving anything when Docker is down (503, nothing to undo).
-    await this.opts.driver.ping();
+    await this.runtime.ping();
     // Cheap early answers, so refused forks do not queue on the repository lock below (the transaction
     // in reserveNew is what actually decides).
     if (await this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
@@ -567,7 +543,7 @@ class GroveImpl implements Grove {
     if (this.closed || (await this.store.capacity(this.opts.maxRunning)).queued === 0) return;
     try {
       // With Docker down every promoted fork would fail: the line waits (reconcile promotes once it is back).
-      await this.opts.driver.ping();
+      await this.runtime.ping();
     } catch (e) {
       this.log.warn({ err: e }, 'queue.waiting: docker unavailable, the line keeps waiting');
       return;
@@ -671,8 +647,8 @@ class GroveImpl implements Grove {
   }
 
   /**
-   * The steps fork and start share once the worktree and dirs are ready: egress gate, image, container,
-   * health, then creating -> running. `at` records the current step for the caller's failure report.
+   * The steps fork and start share once the worktree and dirs are ready: the runtime's start (egress gate, image,
+   * container, health), then creating -> running. `at` records the current step for the caller's failure report.
    */
   private async bringUp(
     reserved: WorkspaceRow,
@@ -681,19 +657,17 @@ class GroveImpl implements Grove {
     at: (step: Step) => void,
   ): Promise<{ running: WorkspaceRow; containerId: string }> {
     let row = reserved;
-    at('egress');
-    await this.gates.ensure(row.slug, await this.policyOf(row));
-
-    at('image');
-    await this.requireImage();
-
-    at('container');
-    const info = await this.ensureSandbox(row);
-    row = (await this.store.update(row.id, { containerId: info.id })) ?? row;
+    // What the sandbox is given is read and prepared on the host first (config, overlay targets, policy).
+    const spec = await this.spec(row);
     this.checkAbort(signal);
-
-    at('health');
-    await this.waitHealthy(row.slug, signal);
+    const info = await this.runtime.start(spec, {
+      signal,
+      onStep: at,
+      onSandbox: async (sandbox) => {
+        await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: sandbox.id, image: sandbox.image, ms: sandbox.ms });
+        row = (await this.store.update(row.id, { containerId: sandbox.id })) ?? row;
+      },
+    });
 
     at('register');
     const running = await this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
@@ -714,7 +688,8 @@ class GroveImpl implements Grove {
         return false;
       }
     };
-    await attempt('remove container', () => this.opts.driver.remove(row.slug));
+    // The sandbox with its gate and host listeners (the runtime ends those even when the removal fails).
+    await attempt('remove container', () => this.runtime.remove(row.slug));
     let worktreeGone = true;
     if (undo.worktree) {
       worktreeGone = await attempt('remove worktree', () =>
@@ -727,8 +702,6 @@ class GroveImpl implements Grove {
         }),
       );
     }
-    await attempt('stop egress gate', () => this.gates.close(row.slug));
-    await attempt('stop host listeners', () => this.host.close(row.slug));
     await attempt('remove run, state and sandbox git dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
@@ -770,9 +743,7 @@ class GroveImpl implements Grove {
       if (cur.state !== 'running') throw invalidState(cur, 'stop');
       const t0 = Date.now();
       const agentSessionId = await this.agentSession(slug);
-      await this.opts.driver.stop(slug);
-      await this.host.close(slug);
-      await this.gates.close(slug);
+      await this.runtime.stop(slug);
       const done = await this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState((await this.store.byId(cur.id)) ?? cur, 'stop');
       await this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
@@ -830,7 +801,7 @@ class GroveImpl implements Grove {
     if (row.state === 'running') return toWorkspace(row);
     if (row.state === 'queued' && opts.queue) return this.view(row);
     if (row.state !== 'stopped') throw invalidState(row, 'start');
-    await this.opts.driver.ping();
+    await this.runtime.ping();
     if (opts.queue) {
       const queued = await this.store.queueStart(row.id, this.opts.maxRunning);
       if (queued) {
@@ -871,9 +842,6 @@ class GroveImpl implements Grove {
 
       step = 'dirs';
       await this.prepareDirs(slug, { fresh: false });
-      const before = await this.opts.driver.inspect(slug);
-      // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
-      if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
       const { running, containerId } = await this.bringUp(row, signal, 'started', (s) => (step = s));
       await this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
@@ -883,12 +851,10 @@ class GroveImpl implements Grove {
       this.log.error({ err: e, slug, step }, `start of ${slug} failed at ${step}: ${reason}`);
       try {
         // The container holds no state of its own (everything is mounted), so a broken one is simply removed.
-        await this.opts.driver.remove(slug);
+        await this.runtime.remove(slug);
       } catch (err) {
         this.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
-      await this.gates.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the egress gate after a failed start'));
-      await this.host.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the host listeners after a failed start'));
       await this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       await this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void this.promoteQueue(); // the slot this start held is free again
@@ -940,13 +906,11 @@ class GroveImpl implements Grove {
     await this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
     // nothing (a re-run, e.g. reconcile finishing this teardown, finds the same work and reuses its ref).
-    await this.opts.driver.stop(slug);
+    await this.runtime.stop(slug);
     const { project, name } = row;
     const saved = await this.lock.withLock(project, () => this.saveBeforeRemoval(row, 'teardown'));
-    await this.opts.driver.remove(slug);
+    await this.runtime.remove(slug);
     await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
-    await this.gates.close(slug);
-    await this.host.close(slug);
     await removeDir(this.paths.run(slug));
     await removeDir(this.paths.sandboxGit(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
@@ -1038,8 +1002,8 @@ class GroveImpl implements Grove {
       if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
       const before = await this.policyOf(cur);
       await this.store.update(cur.id, { egressPolicy: policy });
-      await this.gates.setPolicy(slug, policy);
-      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
+      const applied = await this.runtime.setPolicy(slug, policy);
+      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied });
       return policy;
     });
   }
@@ -1054,8 +1018,8 @@ class GroveImpl implements Grove {
       const before = await this.policyOf(cur);
       const policy = await this.defaultPolicy(cur.project);
       await this.store.update(cur.id, { egressPolicy: null });
-      await this.gates.setPolicy(slug, policy);
-      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug), reset: true });
+      const applied = await this.runtime.setPolicy(slug, policy);
+      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied, reset: true });
       return policy;
     });
   }
@@ -1244,14 +1208,14 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const t0 = Date.now();
     // Follow sandbox deaths before listing, so one that dies during the reconcile is not missed.
-    this.unwatch ??= this.opts.driver.watch(
+    this.unwatch ??= this.runtime.watch(
       (e) => void this.onSandboxEvent(e),
       (err) => this.log.warn({ err }, `lost the sandbox event stream, following it again: ${reasonOf(err)}`),
     );
     const released = await this.lock.releaseStale();
     // Disk images first (after a reboot none is mounted): everything below reads the worktrees inside them.
     await this.reconcileVolumes();
-    const containers = await this.opts.driver.list();
+    const containers = await this.runtime.list();
     const listed = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
     let held = 0;
@@ -1265,7 +1229,7 @@ class GroveImpl implements Grove {
         const changed = await this.slugs.run(row.slug, () =>
           this.reconcileHeld(row.slug, async () => {
             // Inspected now, under the hold: an operation that finished since the listing above made or removed it.
-            const container = (await this.opts.driver.inspect(row.slug)) ?? undefined;
+            const container = (await this.runtime.poll(row.slug)) ?? undefined;
             return this.reconcileRow(row.id, container);
           }),
         );
@@ -1276,13 +1240,13 @@ class GroveImpl implements Grove {
       }
     }
     // Listed again: rolling rows back above already removed some of the containers seen before.
-    for (const c of await this.opts.driver.list()) {
+    for (const c of await this.runtime.list()) {
       if ((await this.store.live(c.slug)) || this.inflight.has(c.slug)) continue;
       try {
         // A fork of this slug elsewhere is held from before its row exists: its container is not an orphan.
         const removed = await this.reconcileHeld(c.slug, async () => {
           if (await this.store.live(c.slug)) return false;
-          await this.opts.driver.remove(c.slug);
+          await this.runtime.remove(c.slug);
           await this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
           return true;
         });
@@ -1299,8 +1263,7 @@ class GroveImpl implements Grove {
       }
     }
     await this.removeOrphanVolumes();
-    await this.reconcileGates();
-    await this.reconcileHostServices();
+    await this.reconcileAttachments();
     // From now on the server serves: fetch projects and follow published workspaces' pull requests.
     this.flow.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, held, locksReleased: released.length }, 'reconciled');
@@ -1315,7 +1278,7 @@ class GroveImpl implements Grove {
    * slug's mutex while the container dies, so by the time this runs their row is no longer `running`;
    * another server's (the engine is shared) hold the slug, and the event is left to them.
    */
-  private async onSandboxEvent(e: SandboxEvent): Promise<void> {
+  private async onSandboxEvent(e: RuntimeEvent): Promise<void> {
     if (this.closed) return;
     const { slug } = e;
     try {
@@ -1331,11 +1294,10 @@ class GroveImpl implements Grove {
       await this.slugs.run(slug, () => this.reconcileHeld(slug, async () => {
         const row = await this.store.live(slug);
         if (!row || row.state !== 'running' || this.closed) return;
-        const info = await this.opts.driver.inspect(slug);
+        const info = await this.runtime.poll(slug);
         if (info?.running) return;
         const reason = `the sandbox stopped unexpectedly: it ${exitSummary(info ?? e)}`;
-        await this.host.close(slug);
-        await this.gates.close(slug);
+        await this.runtime.detach(slug);
         const done = await this.store.update(row.id, { state: 'stopped', failureReason: reason }, 'running');
         if (!done) return;
         this.log.warn({ slug, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false }, reason);
@@ -1346,34 +1308,24 @@ class GroveImpl implements Grove {
     }
   }
 
-  /** A gate for every running workspace (they do not survive a server restart), none for the others. */
-  private async reconcileGates(): Promise<void> {
+  /**
+   * The host side (egress gate, host listeners) for every running workspace, none for the others: it does not
+   * survive a server restart, the sandboxes do.
+   */
+  private async reconcileAttachments(): Promise<void> {
     for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue;
       try {
-        if (row.state === 'running') await this.gates.ensure(row.slug, await this.policyOf(row));
-        else await this.gates.close(row.slug);
+        if (row.state === 'running') await this.runtime.attach(row.slug, { egressPolicy: await this.policyOf(row) });
+        else await this.runtime.detach(row.slug);
       } catch (e) {
-        this.log.error({ err: e, slug: row.slug }, `egress gate of ${row.slug} could not be started: ${reasonOf(e)}`);
-      }
-    }
-  }
-
-  /** Host listeners for every running workspace (they do not survive a server restart), none for the others. */
-  private async reconcileHostServices(): Promise<void> {
-    for (const row of await this.store.rows({ states: LIVE_STATES })) {
-      if (this.inflight.has(row.slug)) continue;
-      try {
-        if (row.state === 'running') await this.host.ensure(row.slug);
-        else await this.host.close(row.slug);
-      } catch (e) {
-        this.log.error({ err: e, slug: row.slug }, `host listeners of ${row.slug} could not be started: ${reasonOf(e)}`);
+        this.log.error({ err: e, slug: row.slug }, `egress gate or host listeners of ${row.slug} could not be started: ${reasonOf(e)}`);
       }
     }
   }
 
   /** Returns true when something changed. */
-  private async reconcileRow(id: number, container: SandboxInfo | undefined): Promise<boolean> {
+  private async reconcileRow(id: number, container: WorkspaceStatus | undefined): Promise<boolean> {
     const row = await this.store.byId(id);
     if (!row) return false;
     const { slug } = row;
@@ -1382,7 +1334,7 @@ class GroveImpl implements Grove {
         const wasRunning = (await this.store.lastEventFor(slug, 'workspace.registered', id)) !== undefined;
         if (wasRunning) {
           // An interrupted start: the workspace is real work, never roll it back; leave it stopped.
-          await this.opts.driver.stop(slug);
+          await this.runtime.stop(slug);
           await this.store.update(id, { state: 'stopped', failureReason: 'start interrupted by a server restart' }, 'creating');
           await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'creating', to: 'stopped', reason: 'start interrupted by a server restart' });
           return true;
@@ -1395,10 +1347,10 @@ class GroveImpl implements Grove {
         if (!container) why = 'container missing';
         else if (!container.running) why = `container ${exitSummary(container)}`;
         else {
-          const healthy = await this.pollHealth(slug, Math.min(this.healthTimeoutMs, 5_000));
+          const healthy = await this.runtime.probe(slug);
           if (!healthy.ok) {
             why = `backend not healthy: ${healthy.error}`;
-            await this.opts.driver.stop(slug);
+            await this.runtime.stop(slug);
           }
         }
         if (!why) return false;
@@ -1409,7 +1361,7 @@ class GroveImpl implements Grove {
       case 'stopped': {
         if (!container?.running) return false;
         // A stop that was interrupted after the row changed: finish it.
-        await this.opts.driver.stop(slug);
+        await this.runtime.stop(slug);
         await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'stopped', to: 'stopped', reason: 'container was still running' });
         return true;
       }
@@ -1584,8 +1536,7 @@ class GroveImpl implements Grove {
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
-    await this.host.closeAll();
-    await this.gates.closeAll();
+    await this.runtime.close();
     await Promise.allSettled(this.touches);
     await this.store.close();
   }
@@ -1714,89 +1665,28 @@ class GroveImpl implements Grove {
     return dest ? basename(dest) : null;
   }
 
-  private async requireImage(): Promise<void> {
-    if (await this.opts.driver.imageExists(this.opts.image)) return;
-    throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
-  }
-
-  private spec(row: WorkspaceRow, config: ProjectConfig = {}): SandboxSpec {
-    return {
-      slug: row.slug,
-      project: row.project,
-      image: this.opts.image,
-      worktreePath: this.paths.worktree(row.project, row.name),
-      sandboxGitDir: this.paths.sandboxGit(row.slug),
-      gitCommonDir: this.paths.repo(row.project),
-      runDir: this.paths.run(row.slug),
-      threadDir: this.paths.thread(row.slug),
-      stateDir: this.paths.state(row.slug),
-      // Identity last, so sandboxEnv cannot make a backend claim another workspace's slug.
-      // The proxy variables after sandboxEnv too: every process in the sandbox goes out through the gate.
-      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...agentSandboxEnv(config), ...PROXY_ENV, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
-      limits: this.limits,
-    };
-  }
-
-  private async ensureSandbox(row: WorkspaceRow): Promise<SandboxInfo> {
-    const t0 = Date.now();
+  /** What the runtime is asked to run: the host dirs, the env, the overlay files (their targets made here) and the policy. */
+  private async spec(row: WorkspaceRow): Promise<WorkspaceSpec> {
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
-    // host.sock and provider.sock exist before the container does, so its backend finds them at once.
-    await this.host.ensure(row.slug);
     const worktree = this.paths.worktree(row.project, row.name);
     const { mounts, refused } = await this.lock.withLock(row.project, async () =>
       prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
     );
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
-    const spec = { ...this.spec(row, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
-    const info = await this.opts.driver.ensure(spec);
-    await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
-    return info;
-  }
-
-  private async lastLogs(slug: string): Promise<string> {
-    try {
-      const text = (await this.opts.driver.logs(slug, 20)).trim();
-      return text ? `; last output:\n${text}` : '; no output';
-    } catch (e) {
-      return `; logs unavailable (${reasonOf(e)})`;
-    }
-  }
-
-  /** Wait for the backend's /health over its socket; fail fast (exit code + last logs) when the container dies. */
-  private async waitHealthy(slug: string, signal: AbortSignal): Promise<void> {
-    const socket = this.paths.socket(slug);
-    const deadline = Date.now() + this.healthTimeoutMs;
-    let lastError = 'no answer yet';
-    for (let i = 0; ; i++) {
-      this.checkAbort(signal);
-      const probe = await probeHealth(socket, 1_000);
-      if (probe.ok) {
-        if (probe.health.slug !== slug) throw new StepFailure(`the backend on ${slug}'s socket says it serves "${probe.health.slug}"`);
-        return;
-      }
-      lastError = probe.error;
-      if (i % INSPECT_EVERY === 0) {
-        const info = await this.opts.driver.inspect(slug);
-        if (!info) throw new StepFailure('the sandbox container disappeared while starting');
-        if (!info.running) {
-          throw new StepFailure(`the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`);
-        }
-      }
-      if (Date.now() >= deadline) {
-        throw new StepFailure(`the backend did not answer /health within ${this.healthTimeoutMs} ms (${lastError})${await this.lastLogs(slug)}`);
-      }
-      await sleep(HEALTH_POLL_MS);
-    }
-  }
-
-  private async pollHealth(slug: string, timeoutMs: number): Promise<{ ok: true } | { ok: false; error: string }> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const probe = await probeHealth(this.paths.socket(slug), 1_000);
-      if (probe.ok) return { ok: true };
-      if (Date.now() >= deadline) return { ok: false, error: probe.error };
-      await sleep(HEALTH_POLL_MS * 4);
-    }
+    return {
+      slug: row.slug,
+      project: row.project,
+      worktreePath: worktree,
+      sandboxGitDir: this.paths.sandboxGit(row.slug),
+      gitCommonDir: this.paths.repo(row.project),
+      threadDir: this.paths.thread(row.slug),
+      stateDir: this.paths.state(row.slug),
+      // The runtime adds its proxy variables and the identity (GROVE_SLUG, GROVE_PROJECT) after these.
+      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...agentSandboxEnv(config) },
+      limits: this.limits,
+      overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })),
+      egressPolicy: await this.policyOf(row),
+    };
   }
 
   /** The agent session id from the backend's /status, kept so a reopened workspace resumes it. Best effort. */

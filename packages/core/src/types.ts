@@ -2,7 +2,7 @@
 import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
-import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
+import type { WorkspaceLimits, WorkspaceRuntime } from '@grove/runtime';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { EgressOptions } from './egress.ts';
@@ -17,25 +17,20 @@ export interface GroveOptions {
    * <home>/grove.db. Slot reservations are atomic across every server using it.
    */
   databaseUrl?: string | null;
-  driver: SandboxDriver;
-  /** Sandbox image tag, e.g. grove-sandbox:latest. */
-  image: string;
+  /**
+   * Where workspaces run (createDockerRuntime of @grove/runtime): sandboxes, their egress gates, host sockets,
+   * the credential relay, the image check and the readiness wait. Bound to this Grove, closed with it.
+   */
+  runtime: WorkspaceRuntime;
   /** Concurrency cap: running + creating never exceeds it. */
   maxRunning: number;
   logger: Logger;
-  /** How long to wait for a new sandbox's backend to answer /health. Default 30 s. */
-  healthTimeoutMs?: number;
   /** How long a git caller waits for the per-repository lock before git_busy. Default 30 s. */
   gitLockTimeoutMs?: number;
-  limits?: Partial<SandboxLimits>;
+  limits?: Partial<WorkspaceLimits>;
   /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
   sandboxEnv?: Record<string, string>;
-  /**
-   * The credential relay (provider.sock in every sandbox's run dir): requests go to `upstream` with
-   * `apiKey` added on the host. Absent: agents have no way to reach a provider API.
-   */
-  providerRelay?: { upstream: string; apiKey: string | null };
-  /** The egress floor: project default rules, resolver and connector hooks, limits. */
+  /** The egress floor's project default rules (the gates themselves are the runtime's). */
   egress?: EgressOptions;
   /**
    * Stop running workspaces idle (no proxied request, no turn in progress) for this long; the freed slot
