@@ -23,9 +23,8 @@ import {
   putOverlayFileRequestSchema,
   projectConfigPatchSchema,
   sourceKind,
-  diskLevel,
 } from '@grove/contracts';
-import type { Capacity, DiskUsage, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
@@ -66,25 +65,25 @@ import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAn
 import type { OverlayFile } from './overlay.ts';
 import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
 import type { RevertRecord } from './turn-snapshots.ts';
-import { readLastMessage } from './thread-summary.ts';
-import { RepoLock } from './lock.ts';
-import { KeyedMutex } from './mutex.ts';
+import type { RepoLock } from './lock.ts';
+import type { KeyedMutex } from './mutex.ts';
+import { createContext, invalidState, notFound, reasonOf, releasing, requireLive, requireProject } from './context.ts';
+import type { GroveContext } from './context.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
 import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
-import type { Registry, Release } from './registry.ts';
+import type { Registry } from './registry.ts';
 import { openRegistry } from './store.ts';
+import { DiskWatch } from './disks.ts';
+import * as queries from './queries.ts';
 import { Volumes, volumesSupported } from './volume.ts';
 import type { VolumeTargets } from './volume.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
 export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
 const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
-const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
 /** Scheduled fetch of every project and the pull-request watcher (docs/git-flow.md). */
 const DEFAULT_WATCH_INTERVAL_MS = 5 * 60_000;
-/** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
-const ACTIVITY_WRITE_MS = 5_000;
 const HEALTH_POLL_MS = 50;
 /** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
 const INSPECT_EVERY = 5;
@@ -96,8 +95,6 @@ const MAX_SOCKET_PATH_BYTES = 107;
 /** The idle sweep runs every half idle period, within these bounds. */
 const IDLE_SWEEP_MIN_MS = 50;
 const IDLE_SWEEP_MAX_MS = 60_000;
-/** How often the disk quota of running workspaces is read, so workspace.disk_full is recorded when it fills. */
-const DEFAULT_DISK_WATCH_MS = 15_000;
 
 type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
@@ -113,31 +110,6 @@ interface Undo {
   baseCommit: string | null;
   /** The workspace's disk image may exist (it is made before the worktree is added in it). */
   volume: boolean;
-}
-
-/** Run fn, then end the hold (a Release never rejects). */
-async function releasing<T>(release: Release, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } finally {
-    await release();
-  }
-}
-
-function reasonOf(e: unknown): string {
-  if (e instanceof Error) return e.message;
-  return String(e);
-}
-
-function notFound(slug: string): GroveError {
-  return new GroveError('workspace_not_found', `no workspace "${slug}"`, { details: { slug } });
-}
-
-function invalidState(row: WorkspaceRow, action: string): GroveError {
-  const why = row.state === 'failed' && row.failureReason ? ` (${row.failureReason}); tear it down and fork again` : '';
-  return new GroveError('invalid_state', `cannot ${action} workspace "${row.slug}": it is ${row.state}${why}`, {
-    details: { slug: row.slug, state: row.state },
-  });
 }
 
 /** spawn_failed for everything except an unreachable Docker engine, which keeps its own 503 code. */
@@ -169,13 +141,16 @@ function exitSummary(info: { exitCode: number | null; oomKilled?: boolean }): st
 }
 
 class GroveImpl implements Grove {
+  /** What every part of the hub shares (context.ts); the parts below take it instead of calling back into this class. */
+  private readonly ctx: GroveContext;
+  private readonly opts: GroveOptions;
+  private readonly paths: GrovePaths;
+  private readonly store: Registry;
   private readonly lock: RepoLock;
   /** One lifecycle operation per workspace at a time in this process. */
-  private readonly slugs = new KeyedMutex();
+  private readonly slugs: KeyedMutex;
   private readonly inflight = new Map<string, { abort: AbortController; task: Promise<unknown> }>();
-  private readonly listeners = new Set<(e: GroveEvent) => void>();
-  private readonly activity = new Map<string, number>();
-  private readonly touches = new Set<Promise<void>>();
+  private readonly activity: Map<string, number>;
   private readonly healthTimeoutMs: number;
   private readonly limits: SandboxLimits;
   private readonly log: Logger;
@@ -188,20 +163,22 @@ class GroveImpl implements Grove {
   private readonly gates: EgressGates;
   /** Checkpoints, diff, fetch before fork and publish (docs/git-flow.md). */
   private readonly flow: GitFlow;
-  private closed = false;
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private sweeping = false;
   /** Per-workspace disk images (the disk and inode quota); null when no quota applies. */
   private readonly volumes: Volumes | null = null;
-  /** Slugs whose disk was full at the last look: workspace.disk_full is recorded once per crossing. */
-  private readonly diskFull = new Set<string>();
-  private readonly diskTimer: NodeJS.Timeout | null = null;
+  /** Disk usage for the API and workspace.disk_full. */
+  private readonly disks: DiskWatch;
 
-  constructor(
-    private readonly opts: GroveOptions,
-    private readonly paths: GrovePaths,
-    private readonly store: Registry,
-  ) {
+  constructor(ctx: GroveContext) {
+    this.ctx = ctx;
+    const { opts, paths } = ctx;
+    this.opts = opts;
+    this.paths = paths;
+    this.store = ctx.store;
+    this.lock = ctx.lock;
+    this.slugs = ctx.slugs;
+    this.activity = ctx.activity;
     this.log = opts.logger;
     this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
@@ -227,12 +204,6 @@ class GroveImpl implements Grove {
       // Only the backend (root in the sandbox) connects; the run dir is 0700 and the sockets 0660 root's.
       ...(owner ? { socketOwner: BACKEND } : {}),
     });
-    this.lock = new RepoLock({
-      dir: paths.locksRoot,
-      fileFor: (project) => paths.lockFile(project),
-      timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS,
-      logger: opts.logger,
-    });
     this.gates = new EgressGates({
       logger: opts.logger,
       socketPath: (slug) => paths.egressSocket(slug),
@@ -251,12 +222,11 @@ class GroveImpl implements Grove {
       const ok = volumesSupported();
       if (ok.ok) {
         this.volumes = new Volumes({ paths, quota: opts.diskQuota, owner });
-        this.diskTimer = setInterval(() => void this.watchDisks(), opts.diskWatchMs ?? DEFAULT_DISK_WATCH_MS);
-        this.diskTimer.unref();
       } else {
         this.log.warn({ reason: ok.reason }, `no disk quota for workspaces: ${ok.reason}`);
       }
     }
+    this.disks = new DiskWatch(ctx, this.volumes);
     this.flow = new GitFlow({
       paths,
       log: opts.logger,
@@ -283,90 +253,42 @@ class GroveImpl implements Grove {
     });
   }
 
-  // ---- queries ----
+  // ---- queries (queries.ts) ----
 
   async listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>> {
-    return (await this.store.projects()).map((p) => ({ name: p.name, defaultBranch: p.defaultBranch, createdAt: p.createdAt }));
+    return queries.listProjects(this.ctx);
   }
 
   async list(filter: { project?: string; includeGone?: boolean } = {}): Promise<{ workspaces: Workspace[]; capacity: Capacity }> {
-    const project = filter.project === undefined ? undefined : validProject(filter.project);
-    const { rows, positions, capacity } = await this.store.listing({ project }, this.opts.maxRunning);
-    let shown = rows;
-    if (!filter.includeGone) {
-      // Live rows, plus a failed attempt while it is the newest row of its slug (the card that explains the failure).
-      const newest = new Map<string, WorkspaceRow>();
-      for (const r of rows) newest.set(r.slug, r);
-      shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
-    }
-    const disks = await this.disksOf(shown);
-    return { workspaces: shown.map((r) => ({ ...toWorkspace(r, positions.get(r.id) ?? null), disk: disks.get(r.slug) ?? null })), capacity };
+    return queries.list(this.ctx, this.disks, filter);
   }
 
   async capacity(): Promise<Capacity> {
-    return this.store.capacity(this.opts.maxRunning);
+    return queries.capacity(this.ctx);
   }
 
   async get(slug: string): Promise<Workspace> {
-    validSlug(slug);
-    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-    if (!row) throw notFound(slug);
-    return { ...(await this.view(row)), disk: (await this.disksOf([row])).get(slug) ?? null };
+    return queries.get(this.ctx, this.disks, slug);
   }
 
-  /** The API shape of a row, with its place in the line when it is queued. */
   private async view(row: WorkspaceRow): Promise<Workspace> {
-    return toWorkspace(row, row.state === 'queued' ? ((await this.store.queuePositions()).get(row.id) ?? null) : null);
+    return queries.view(this.ctx, row);
   }
 
   async lastMessage(slug: string): Promise<LastMessage | null> {
-    validSlug(slug);
-    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-    if (!row) throw notFound(slug);
-    // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
-    if (row.state === 'gone') return null;
-    return readLastMessage(this.paths.thread(slug));
+    return queries.lastMessage(this.ctx, slug);
   }
 
   async events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {
-    if (query.slug !== undefined) validSlug(query.slug);
-    return this.store.events(query);
+    return queries.events(this.ctx, query);
   }
 
   onEvent(listener: (e: GroveEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.ctx.onEvent(listener);
   }
 
   async socketFor(slug: string): Promise<string> {
-    validSlug(slug);
-    // Once per proxied request: route() is the prepared statement on SQLite, a short-lived cache on PostgreSQL.
-    const row = await this.store.route(slug);
-    if (!row) throw notFound(slug);
-    if (row.state !== 'running') {
-      const hint =
-        row.state === 'stopped'
-          ? `reopen it with POST /api/workspaces/${slug}/start or \`grove start ${slug}\``
-          : row.state === 'creating'
-            ? `it is starting; try again in a moment (or POST /api/workspaces/${slug}/start once it is stopped)`
-            : row.state === 'queued'
-              ? `it waits in line for a sandbox slot (#${(await this.store.queuePositions()).get(row.id) ?? '?'}); it starts when a slot frees`
-              : 'it is being torn down';
-      throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: ${hint}`, { details: { slug, state: row.state } });
-    }
-    const now = Date.now();
-    if (now - (this.activity.get(slug) ?? 0) >= ACTIVITY_WRITE_MS) {
-      this.activity.set(slug, now);
-      // Not awaited: a request never waits for the activity write (the in-memory time above is what idle stop reads first).
-      const write = this.store
-        .touch(row.id, new Date(now).toISOString())
-        .catch((err: unknown) => this.log.warn({ err, slug }, `could not record activity of ${slug}: ${reasonOf(err)}`))
-        .finally(() => this.touches.delete(write));
-      this.touches.add(write); // close() lets these land before it closes the registry
-    }
-    return this.paths.socket(slug);
+    return queries.socketFor(this.ctx, slug);
   }
 
   // ---- projects ----
@@ -465,9 +387,7 @@ class GroveImpl implements Grove {
   }
 
   private async requireProject(name: string): Promise<ProjectRow> {
-    const p = await this.store.project(name);
-    if (!p) throw new GroveError('project_not_found', `no project "${name}"; add it first`, { details: { project: name } });
-    return p;
+    return requireProject(this.ctx, name);
   }
 
   // ---- fork ----
@@ -952,7 +872,7 @@ class GroveImpl implements Grove {
     const archive = await this.archive(slug, ['thread', 'state']);
     // The disk image last: its worktree was saved and removed, its state archived.
     await this.volumes?.destroy(slug);
-    this.diskFull.delete(slug);
+    this.disks.forget(slug);
     const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
     await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
@@ -1537,56 +1457,21 @@ class GroveImpl implements Grove {
     });
   }
 
-  /** Disk usage of the given rows' images, live ones only (a failed or gone row has none). */
-  private async disksOf(rows: readonly WorkspaceRow[]): Promise<Map<string, DiskUsage>> {
-    if (!this.volumes) return new Map();
-    const live = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state)).map((r) => r.slug);
-    const disks = await this.volumes.usageOf(live);
-    for (const r of rows) {
-      const d = disks.get(r.slug);
-      if (d) this.noteDisk(r, d);
-    }
-    return disks;
-  }
-
-  /** Read every running workspace's disk, so a quota that fills is recorded without anyone asking. */
-  private async watchDisks(): Promise<void> {
-    if (this.closed || !this.volumes) return;
-    try {
-      await this.disksOf(await this.store.rows({ states: ['running'] }));
-    } catch (e) {
-      this.log.warn({ err: e }, `disk quota check failed: ${reasonOf(e)}`);
-    }
-  }
-
-  /** workspace.disk_full when the disk becomes full (once, until it has room again). */
-  private noteDisk(row: WorkspaceRow, d: DiskUsage): void {
-    const { level, by } = diskLevel(d);
-    if (level !== 'full') {
-      this.diskFull.delete(row.slug);
-      return;
-    }
-    if (this.diskFull.has(row.slug)) return;
-    this.diskFull.add(row.slug);
-    this.log.warn({ slug: row.slug, by, ...d }, `the disk quota of ${row.slug} is used up (${by})`);
-    this.emitSoon(row.slug, 'workspace.disk_full', { workspaceId: row.id, by, ...d });
-  }
-
   // ---- lifecycle plumbing ----
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
+    this.ctx.markClosed();
     this.unwatch?.();
     if (this.idleTimer) clearInterval(this.idleTimer);
-    if (this.diskTimer) clearInterval(this.diskTimer);
+    this.disks.stop();
     this.flow.stopWatch();
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
     await this.host.closeAll();
     await this.gates.closeAll();
-    await Promise.allSettled(this.touches);
+    await Promise.allSettled(this.ctx.pending);
     await this.store.close();
   }
 
@@ -1608,17 +1493,16 @@ class GroveImpl implements Grove {
     return releasing(release, fn);
   }
 
+  private get closed(): boolean {
+    return this.ctx.closed;
+  }
+
   private assertOpen(): void {
-    if (this.closed) throw new GroveError('internal', 'this Grove instance is closed');
+    this.ctx.assertOpen();
   }
 
   private async requireLive(slug: string): Promise<WorkspaceRow> {
-    validSlug(slug);
-    const row = await this.store.live(slug);
-    if (row) return row;
-    const last = await this.store.latest(slug);
-    if (last?.state === 'failed') throw invalidState(last, 'use');
-    throw notFound(slug);
+    return requireLive(this.ctx, slug);
   }
 
   private track(slug: string, abort: AbortController, task: Promise<unknown>): void {
@@ -1633,31 +1517,14 @@ class GroveImpl implements Grove {
     if (signal.aborted) throw new StepFailure(reasonOf(signal.reason));
   }
 
-  /**
-   * Record a lifecycle event, log it and tell the listeners. The registry stores events in call order, so callers
-   * that do not wait (audit decisions, hooks) keep their order too; lifecycle steps await it, so an event is in
-   * the trail before the step after it runs.
-   */
+  /** Record an event (GroveContext.emit). */
   private async emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<GroveEvent> {
-    const e = await this.store.addEvent(slug, type, data);
-    this.log.info({ slug, event: type, ...data }, `${type} ${slug}`);
-    for (const l of this.listeners) {
-      try {
-        l(e);
-      } catch (err) {
-        this.log.warn({ err }, 'an event listener threw');
-      }
-    }
-    return e;
+    return this.ctx.emit(slug, type, data);
   }
 
-  /**
-   * emit without waiting, where the caller must not yield before its next step (queueing on the slug right after
-   * a reservation) or cannot wait (hooks, audit decisions). The event still lands in call order; a failure to
-   * record it is logged.
-   */
+  /** Record an event without waiting (GroveContext.emitSoon). */
   private emitSoon(slug: string, type: EventType, data: Record<string, unknown>): void {
-    this.emit(slug, type, data).catch((err: unknown) => this.log.error({ err, slug, event: type }, `could not record ${type} for ${slug}: ${reasonOf(err)}`));
+    this.ctx.emitSoon(slug, type, data);
   }
 
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
@@ -1822,5 +1689,5 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
   }
   // DATABASE_URL (a PostgreSQL registry several servers may share), else SQLite in the home.
   const store = await openRegistry(opts.databaseUrl ? { url: opts.databaseUrl, onPoolError: (err) => opts.logger.warn({ err }, 'registry.pool_error') } : { file: paths.db });
-  return new GroveImpl(opts, paths, store);
+  return new GroveImpl(createContext(opts, paths, store));
 }
