@@ -3,7 +3,7 @@
  * own, and changing either, applied at once to the workspace's running gate. The gates themselves are the
  * runtime's (egress.ts); this takes only what applies a policy to one.
  */
-import { egressPolicySchema, parseOrThrow } from '@grove/contracts';
+import { egressPolicySchema } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse, ProjectConfig } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
 import { readProjectConfig } from './agents.ts';
@@ -43,8 +43,8 @@ export async function egress(ctx: GroveContext, slug: string, opts: { limit?: nu
   return { policy: await policyOf(ctx, row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
 }
 
-export async function setEgressPolicy(ctx: GroveContext, gates: PolicyGates, slug: string, input: unknown): Promise<EgressPolicy> {
-  const policy = parseOrThrow(egressPolicySchema, input, { what: 'egress policy' });
+/** `policy` as egressPolicySchema parsed it (the server does, from the request body). */
+export async function setEgressPolicy(ctx: GroveContext, gates: PolicyGates, slug: string, policy: EgressPolicy): Promise<EgressPolicy> {
   const row = await requireLive(ctx, slug);
   return ctx.slugs.run(slug, async () => {
     const cur = await ctx.store.byId(row.id);

@@ -1,10 +1,12 @@
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow, publishRequestSchema, threadLineSchema } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
+import { DEFAULT_GIT_SETTINGS, GroveError, threadLineSchema } from '@grove/contracts';
+import type { CheckpointRequest, CheckpointResponse, DiffResponse, PublishRequest, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { aheadBehind, changedPaths, checkpointWorktree, commitsNotIn, diffFiles, diffPatch, mergeBase, openStore, resolveCommit, snapshotWorktree, worktreeAdminDir } from './git.ts';
+import { aheadBehind, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, worktreeAdminDir } from './git.ts';
+import { changedPaths, checkpointWorktree, snapshotWorktree } from './git.ts';
+import { openStore } from './git.ts';
 import { createForge } from './forge.ts';
 import type { ForgePull } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';
@@ -250,8 +252,7 @@ export class GitFlow {
     return fallback;
   }
 
-  async checkpoint(slug: string, input: unknown = {}): Promise<CheckpointResponse> {
-    const req = parseOrThrow(checkpointRequestSchema, input ?? {}, { what: 'checkpoint request' });
+  async checkpoint(slug: string, req: CheckpointRequest = {}): Promise<CheckpointResponse> {
     await requireLive(this.ctx, slug);
     return this.ctx.slugs.run(slug, () => this.checkpointNow(slug, req.message));
   }
@@ -390,8 +391,7 @@ export class GitFlow {
    * is checked before anything changes; a pull request that cannot be opened undoes the push when the push
    * created the remote branch, and publish.failed records the step, the reason and what was undone.
    */
-  async publish(slug: string, input: unknown = {}): Promise<PublishResponse> {
-    const req = parseOrThrow(publishRequestSchema, input ?? {}, { what: 'publish request' });
+  async publish(slug: string, req: PublishRequest = {}): Promise<PublishResponse> {
     const first = await requireLive(this.ctx, slug);
     const { project, config } = await loadProject(this.ctx, first.project);
     if (!config.forge) {

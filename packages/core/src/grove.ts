@@ -18,6 +18,7 @@ import {
 import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
+import type { CheckpointRequest, ProjectConfigInput, ProjectConfigPatch, PublishRequest, PutOverlayFileRequest } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
@@ -782,9 +783,9 @@ class GroveImpl implements Grove {
     return egressPolicy.egress(this.ctx, slug, opts);
   }
 
-  async setEgressPolicy(slug: string, input: unknown): Promise<EgressPolicy> {
+  async setEgressPolicy(slug: string, policy: EgressPolicy): Promise<EgressPolicy> {
     this.assertOpen();
-    return egressPolicy.setEgressPolicy(this.ctx, this.gates, slug, input);
+    return egressPolicy.setEgressPolicy(this.ctx, this.gates, slug, policy);
   }
 
   async resetEgressPolicy(slug: string): Promise<EgressPolicy> {
@@ -809,7 +810,7 @@ class GroveImpl implements Grove {
 
   // ---- git flow: checkpoints, diff, publish (docs/git-flow.md) ----
 
-  async checkpoint(slug: string, req: unknown = {}): Promise<CheckpointResponse> {
+  async checkpoint(slug: string, req: CheckpointRequest = {}): Promise<CheckpointResponse> {
     this.assertOpen();
     return this.flow.checkpoint(slug, req);
   }
@@ -818,7 +819,7 @@ class GroveImpl implements Grove {
     return this.flow.diff(slug, opts);
   }
 
-  async publish(slug: string, req: unknown = {}): Promise<PublishResponse> {
+  async publish(slug: string, req: PublishRequest = {}): Promise<PublishResponse> {
     this.assertOpen();
     return this.flow.publish(slug, req);
   }
@@ -866,20 +867,20 @@ class GroveImpl implements Grove {
     return projects.overlayFiles(this.ctx, project);
   }
 
-  async putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse> {
+  async putOverlayFile(project: string, req: PutOverlayFileRequest): Promise<OverlayListResponse> {
     return projects.putOverlayFile(this.ctx, project, req);
   }
 
-  async deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse> {
+  async deleteOverlayFile(project: string, path: string): Promise<OverlayListResponse> {
     return projects.deleteOverlayFile(this.ctx, project, path);
   }
 
-  async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
+  async setProjectConfig(project: string, config: ProjectConfigInput): Promise<ProjectConfig> {
     this.assertOpen();
     return projects.setProjectConfig(this.ctx, project, config);
   }
 
-  async patchProjectConfig(project: string, patch: unknown): Promise<ProjectConfig> {
+  async patchProjectConfig(project: string, patch: ProjectConfigPatch): Promise<ProjectConfig> {
     this.assertOpen();
     return projects.patchProjectConfig(this.ctx, project, patch);
   }

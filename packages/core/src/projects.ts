@@ -6,13 +6,14 @@
 import { existsSync } from 'node:fs';
 import { rm, stat } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { GroveError, OVERLAY_MAX_BYTES, overlayFilePathSchema, parseOrThrow, projectConfigPatchSchema, projectSourceSchema, putOverlayFileRequestSchema, sourceKind } from '@grove/contracts';
-import type { OverlayListResponse, ProjectConfig } from '@grove/contracts';
+import { GroveError, OVERLAY_MAX_BYTES, overlayPathProblem, parseOrThrow, projectSourceSchema, sourceKind } from '@grove/contracts';
+import type { OverlayListResponse, ProjectConfig, ProjectConfigInput, ProjectConfigPatch, PutOverlayFileRequest } from '@grove/contracts';
 import type { ProjectRow } from '@grove/db';
 import { readProjectConfig, readStoredProjectConfig, writeProjectConfig } from './agents.ts';
 import { requireProject } from './context.ts';
 import type { GroveContext } from './context.ts';
-import { defaultBranch as readDefaultBranch, isBareRepo, recordOverlayPaths } from './git.ts';
+import { defaultBranch as readDefaultBranch, isBareRepo } from './git.ts';
+import { recordOverlayPaths } from './git.ts';
 import { OVERLAY_MAX_FILES, captureOverlay, listOverlay, matchesAny, overlaySettings, removeOverlayFile, writeOverlayFile } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
 import { validProject } from './paths.ts';
@@ -146,9 +147,20 @@ export async function overlayFiles(ctx: GroveContext, project: string): Promise<
   return ctx.lock.withLock(project, () => overlayListing(ctx, project, config));
 }
 
-export async function putOverlayFile(ctx: GroveContext, project: string, req: unknown): Promise<OverlayListResponse> {
+/**
+ * Refuse an overlay path that could leave the overlay dir or name git plumbing before any file is touched: the
+ * request was parsed by the caller, but this is the host's own path guard, like validSlug.
+ */
+function overlayPath(path: string): string {
+  const problem = overlayPathProblem(path, { glob: false });
+  if (problem) throw new GroveError('invalid_input', `invalid overlay path: overlay path ${JSON.stringify(path)} ${problem}`, { details: { path } });
+  return path;
+}
+
+export async function putOverlayFile(ctx: GroveContext, project: string, req: PutOverlayFileRequest): Promise<OverlayListResponse> {
   await requireProject(ctx, validProject(project));
-  const { path, content } = parseOrThrow(putOverlayFileRequestSchema, req, { what: 'overlay file' });
+  const path = overlayPath(req.path);
+  const content = req.content;
   const bytes = Buffer.from(content, 'utf8');
   if (bytes.length > OVERLAY_MAX_BYTES) throw new GroveError('invalid_input', `overlay file ${path} is ${bytes.length} bytes; at most ${OVERLAY_MAX_BYTES} are allowed`);
   const config = await readConfig(ctx, project);
@@ -172,9 +184,9 @@ export async function putOverlayFile(ctx: GroveContext, project: string, req: un
   });
 }
 
-export async function deleteOverlayFile(ctx: GroveContext, project: string, path: unknown): Promise<OverlayListResponse> {
+export async function deleteOverlayFile(ctx: GroveContext, project: string, path: string): Promise<OverlayListResponse> {
   await requireProject(ctx, validProject(project));
-  const p = parseOrThrow(overlayFilePathSchema, path, { what: 'overlay path' });
+  const p = overlayPath(path);
   return ctx.lock.withLock(project, async () => {
     await removeOverlayFile(ctx.paths.overlay(project), p);
     ctx.log.info({ project, path: p }, 'overlay file removed');
@@ -183,23 +195,26 @@ export async function deleteOverlayFile(ctx: GroveContext, project: string, path
   });
 }
 
-export async function setProjectConfig(ctx: GroveContext, project: string, config: unknown): Promise<ProjectConfig> {
+/** `config` as given (checked against projectConfigSchema by the caller); writing it checks it again, as every config file the host writes. */
+export async function setProjectConfig(ctx: GroveContext, project: string, config: ProjectConfigInput): Promise<ProjectConfig> {
   const name = validProject(project);
   await requireProject(ctx, name);
   // Applies to containers created from now on (a fork, or a start after a stop); running ones keep theirs.
   return ctx.lock.withLock(name, () => writeProjectConfig(ctx.paths.projectConfig(name), config));
 }
 
-/** Change some keys of the stored config (projectConfigPatchSchema); read and written under the project's lock. */
-export async function patchProjectConfig(ctx: GroveContext, project: string, patch: unknown): Promise<ProjectConfig> {
+/**
+ * Change some keys of the stored config (a projectConfigPatchSchema value, as given); read and written under the
+ * project's lock. The result is checked as a whole when it is written.
+ */
+export async function patchProjectConfig(ctx: GroveContext, project: string, patch: ProjectConfigPatch): Promise<ProjectConfig> {
   const name = validProject(project);
   await requireProject(ctx, name);
-  parseOrThrow(projectConfigPatchSchema, patch, { what: 'project config change' });
   return ctx.lock.withLock(name, async () => {
     const file = ctx.paths.projectConfig(name);
     const next = await readStoredProjectConfig(file);
-    // The values as given (checked above), not as parsed: defaults are applied on reading, never stored.
-    for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
+    // The values as given, not as parsed: defaults are applied on reading, never stored.
+    for (const [key, value] of Object.entries(patch)) {
       if (value === null) delete next[key];
       else if (value !== undefined) next[key] = value;
     }
