@@ -5,8 +5,8 @@ import { DEFAULT_GIT_SETTINGS, GroveError, threadLineSchema } from '@grove/contr
 import type { CheckpointRequest, CheckpointResponse, DiffResponse, PublishRequest, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { aheadBehind, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, worktreeAdminDir } from './git.ts';
-import { changedPaths, checkpointWorktree, snapshotWorktree } from './git.ts';
-import { openStore } from './git.ts';
+import { changedPaths, checkpointWorktree, snapshotWorktree } from './git-snapshot.ts';
+import { openStore } from './git-store.ts';
 import { createForge } from './forge.ts';
 import type { ForgePull } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';

@@ -36,7 +36,7 @@ import {
   removeWorktree,
   resolveCommit,
 } from './git.ts';
-import type { SavedWork } from './git.ts';
+import type { SavedWork } from './git-store.ts';
 import { EgressGates, PROXY_ENV } from './egress.ts';
 import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';

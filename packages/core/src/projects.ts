@@ -13,7 +13,7 @@ import { readProjectConfig, readStoredProjectConfig, writeProjectConfig } from '
 import { requireProject } from './context.ts';
 import type { GroveContext } from './context.ts';
 import { defaultBranch as readDefaultBranch, isBareRepo } from './git.ts';
-import { recordOverlayPaths } from './git.ts';
+import { recordOverlayPaths } from './git-snapshot.ts';
 import { OVERLAY_MAX_FILES, captureOverlay, listOverlay, matchesAny, overlaySettings, removeOverlayFile, writeOverlayFile } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
 import { validProject } from './paths.ts';

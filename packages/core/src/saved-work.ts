@@ -7,8 +7,9 @@ import { GroveError, TEARDOWN_PREVIEW_MAX_FILES, parseOrThrow, parseSlug, recove
 import type { ForkRequest, RestoreRequest, TeardownPreview } from '@grove/contracts';
 import { notFound, requireAny, requireProject } from './context.ts';
 import type { GroveContext } from './context.ts';
-import { commitsBeyond, exportCommit, listRecoveryRefs, pendingWork, restoreRef, saveWork } from './git.ts';
-import type { RecoveryRefEntry, SavedWork } from './git.ts';
+import { commitsBeyond } from './git.ts';
+import { exportCommit, listRecoveryRefs, pendingWork, restoreRef, saveWork } from './git-store.ts';
+import type { RecoveryRefEntry, SavedWork } from './git-store.ts';
 import { validSlug } from './paths.ts';
 
 /** The workspace (or the leftover worktree) whose work is saved; `parent` overrides the branch it is saved on top of. */
