@@ -154,11 +154,9 @@ describe('egress in the lifecycle', () => {
     expect(isGroveError(missing) && missing.code).toBe('workspace_not_found');
   });
 
-  it('refuses an invalid policy with the rule that failed, and unknown workspaces', async () => {
+  // An invalid policy never reaches core: the server parses it (egress-api.test.ts names each refused rule).
+  it('refuses unknown workspaces', async () => {
     const g = await withWorkspace();
-    const bad = await g.setEgressPolicy('demo~feat', { rules: [{ host: '*.com', ports: [443] }] }).catch((e: unknown) => e);
-    expect(isGroveError(bad) && bad.code).toBe('invalid_input');
-    expect((bad as Error).message).toMatch(/at least two labels/);
     const missing = await g.egress('demo~nope').catch((e: unknown) => e);
     expect(isGroveError(missing) && missing.code).toBe('workspace_not_found');
   });
