@@ -47,6 +47,11 @@ async function readJson(c: Context): Promise<unknown> {
   }
 }
 
+/** Check value against schema and keep it as sent (no defaults filled in), for what is stored as given. */
+function checkAsSent<S extends z.ZodType>(schema: S, value: unknown, what: string): asserts value is z.input<S> {
+  parseOrThrow(schema, value, { what });
+}
+
 /** A body that may be left out entirely (POST start, checkpoint, publish): absent means {}; otherwise it must be JSON. */
 async function readOptionalJson(c: Context): Promise<unknown> {
   const text = await c.req.text();
@@ -125,14 +130,14 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   app.put('/api/projects/:project/config', async (c) => {
     const project = projectParam(c);
     const body = await readJson(c);
-    parseOrThrow(projectConfigSchema, body, { what: 'project config' });
+    checkAsSent(projectConfigSchema, body, 'project config');
     // The body as sent (checked above) is stored: defaults are applied when it is read, never written.
     return c.json({ config: await grove.setProjectConfig(project, body) } satisfies ProjectConfigResponse);
   });
   app.patch('/api/projects/:project/config', async (c) => {
     const project = projectParam(c);
     const body = await readJson(c);
-    parseOrThrow(projectConfigPatchSchema, body, { what: 'project config change' });
+    checkAsSent(projectConfigPatchSchema, body, 'project config change');
     return c.json({ config: await grove.patchProjectConfig(project, body) } satisfies ProjectConfigResponse);
   });
 

@@ -16,7 +16,7 @@ import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerNa
 import type { SandboxSpec } from '@grove/sandbox';
 import { agentExecArgs, listCommand, testRuntime } from '../../sandbox/src/test-support.ts';
 // Core's own table of proxy variables: the sandbox gets exactly what core gives every workspace.
-import { PROXY_ENV } from '../../core/src/egress.ts';
+import { PROXY_ENV } from '../../runtime/src/egress-gates.ts';
 import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
 import type { Corpus } from './corpus.ts';
 import { createGate } from './gate.ts';

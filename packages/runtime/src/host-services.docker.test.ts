@@ -12,16 +12,19 @@ import type { SandboxSpec } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOOK_LIMITS, HostServices } from './host-services.ts';
-import { RELAY_LIMITS } from './provider-relay.ts';
-import type { RelayRecord } from './provider-relay.ts';
-import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
-import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
+import { RELAY_LIMITS } from '@grove/egress';
+import type { RelayRecord } from '@grove/egress';
+import { startFakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
+import type { FakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
+import { agentExecArgs, testRuntime } from '../../sandbox/src/test-support.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `l${randomBytes(4).toString('hex')}`;
 const SLUG = 'lst~a';
 const OTHER = 'lst~b';
-const driver = createDockerDriver({ instance: INSTANCE });
+// `npm test` runs this file a second time with GROVE_TEST_RUNTIME=runsc (gVisor): the host's sockets from inside it.
+const RUNTIME = testRuntime(process.env.GROVE_TEST_RUNTIME);
+const driver = createDockerDriver({ instance: INSTANCE, runtime: RUNTIME });
 const root = mkdtempSync(join(tmpdir(), 'grove-listeners-docker-'));
 const runDir = (slug: string) => join(root, 'run', slug);
 let fake: FakeAnthropic;
@@ -36,9 +39,11 @@ const BACKEND_USER = `${BACKEND_UID}:${BACKEND_GID}`;
  * line as it comes. The host's sockets are reachable only by the backend's user (root in the sandbox), so a flood
  * of them stands for a backend the agent managed to exploit.
  */
-function insideNode(script: string, args: string[], onLine: (line: string) => void = () => undefined, user = `${SANDBOX_UID}:${SANDBOX_GID}`): Promise<{ code: number; out: string; err: string }> {
+function insideNode(script: string, args: string[], onLine: (line: string) => void = () => undefined, user?: string): Promise<{ code: number; out: string; err: string }> {
   return new Promise((resolve) => {
-    const p = spawn('docker', ['exec', '-u', user, containerName(INSTANCE, SLUG), 'node', '-e', script, ...args]);
+    const cmd = ['node', '-e', script, ...args];
+    const name = containerName(INSTANCE, SLUG);
+    const p = spawn('docker', user ? ['exec', '-u', user, name, ...cmd] : agentExecArgs(name, cmd, { runtime: RUNTIME }));
     let out = '';
     let err = '';
     let partial = '';
