@@ -30,7 +30,7 @@ const servers: RunningServer[] = [];
 
 /** The real server with its demo workspace running on this runtime: the front door in front of a sandboxed backend. */
 async function startSandboxed(runtime: SandboxRuntime): Promise<RunningServer> {
-  const s = await startServer({ home: mkTemp(`proxy-${runtime}`), env: { GROVE_RUNTIME: runtime, LOG_LEVEL: 'warn' } });
+  const s = await startServer({ home: mkTemp(`proxy-${runtime}`), env: { GROVE_RUNTIME: runtime } });
   servers.push(s);
   await waitRunning(s, 'demo');
   return s;
