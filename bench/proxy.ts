@@ -27,10 +27,14 @@ const dir = mkTemp('proxy');
 const socketPath = path.join(dir, 'upstream.sock');
 const children: ChildProcess[] = [];
 const servers: RunningServer[] = [];
+/** Every home a sandboxed server was started in, cleaned up even when its server never came up. */
+const homes: string[] = [];
 
 /** The real server with its demo workspace running on this runtime: the front door in front of a sandboxed backend. */
 async function startSandboxed(runtime: SandboxRuntime): Promise<RunningServer> {
-  const s = await startServer({ home: mkTemp(`proxy-${runtime}`), env: { GROVE_RUNTIME: runtime } });
+  const home = mkTemp(`proxy-${runtime}`);
+  homes.push(home);
+  const s = await startServer({ home, env: { GROVE_RUNTIME: runtime } });
   servers.push(s);
   await waitRunning(s, 'demo');
   return s;
@@ -183,10 +187,8 @@ async function main(): Promise<void> {
 }
 
 const done = onCleanup(async () => {
-  for (const s of servers) {
-    await s.stop().catch(() => undefined);
-    cleanup(s.home);
-  }
+  for (const s of servers) await s.stop().catch(() => undefined);
+  for (const home of homes) cleanup(home);
   for (const c of children) c.kill('SIGTERM');
   // nginx's master stops its worker on SIGTERM; wait for every child so nothing outlives the benchmark.
   await Promise.race([Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r))))), sleep(5_000)]);
