@@ -40,7 +40,7 @@ import type { SavedWork } from './git-store.ts';
 import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
 import { pullHeadRef, pullOfRef } from './remote.ts';
-import { getOverSocket } from './health.ts';
+import { getOverSocket } from '@grove/runtime';
 import { TurnGuard, agentSandboxEnv, readProjectConfig } from './agents.ts';
 import { copyWritable, prepareMountTargets } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
