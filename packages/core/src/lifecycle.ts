@@ -18,25 +18,23 @@ import {
 } from '@grove/contracts';
 import type { Capacity, ForkRequest, ProjectConfig, Project, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { invalidState, notFound, reasonOf, releasing, requireLive } from './context.ts';
+import { invalidState, notFound, reasonOf, requireLive } from './context.ts';
 import type { GroveContext } from './context.ts';
 import type { DiskWatch } from './disks.ts';
 import { chownTree, removeDir } from './fsutil.ts';
 import { deleteBranchIfEmpty, ensureWorktree, freshBranch, removeWorktree, resolveCommit } from './git.ts';
 import type { GitFlow } from './git-flow.ts';
 import { copyWritable } from './overlay.ts';
+import { validProject, validSlug } from './paths.ts';
 import * as projects from './projects.ts';
 import { view } from './queries.ts';
 import { capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
-import type { Registry } from './registry.ts';
 import { pullHeadRef, pullOfRef } from './remote.ts';
 import * as savedWork from './saved-work.ts';
-import { promoteQueue } from './scheduler.ts';
+import { admitFork, promoteQueue } from './scheduler.ts';
 import { clearSnapshots } from './turn-snapshots.ts';
 import type { AddProjectOptions } from './types.ts';
-import { validProject, validSlug } from './paths.ts';
-import { OWNER, archive, owner, prepareDirs, prepareSandboxGit, spec, volumeTargets } from './workspace-host.ts';
-import { getOverSocket } from '@grove/runtime';
+import { OWNER, archive, backendStatus, owner, prepareDirs, prepareSandboxGit, spec, volumeTargets } from './workspace-host.ts';
 
 /** sun_path is 108 bytes on Linux including the terminating NUL; a longer path can never be connected to. */
 const MAX_SOCKET_PATH_BYTES = 107;
@@ -138,11 +136,12 @@ export class Lifecycle {
     return toWorkspace(updated);
   }
 
-  /** Reserve a slot (or a place in line) for a new workspace, then run its fork on the slug. */
+  /** A new workspace: refused early when it cannot be, its branch chosen, then admitted by the scheduler (admitFork). */
   private async create(c: CreateRequest): Promise<Workspace> {
     const { ctx } = this;
     const { paths, store } = ctx;
-    const slug = validSlug(makeSlug(c.project.name, c.name));
+    const { project, config, name, isDefault, baseRef, wait, queue, keepCheckoutOnClose } = c;
+    const slug = validSlug(makeSlug(project.name, name));
     const socketBytes = Buffer.byteLength(paths.socket(slug));
     if (socketBytes > MAX_SOCKET_PATH_BYTES) {
       throw new GroveError(
@@ -157,41 +156,13 @@ export class Lifecycle {
     // in reserveNew is what actually decides).
     if (await store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
     const pre = await store.capacity(ctx.opts.maxRunning);
-    if (!c.queue && !slotFree(pre)) throw capacityError(pre);
+    if (!queue && !slotFree(pre)) throw capacityError(pre);
     // The branch is chosen before the reservation and recorded in the row, so a crash at any later point
     // still knows which branch this fork created. Only forks of this slug could create it meanwhile, and
     // the live-slug unique index serializes those.
-    const repo = paths.repo(c.project.name);
-    const branch = c.isDefault ? 'grove/default' : await ctx.lock.withLock(c.project.name, () => freshBranch(repo, c.name));
-    // Held from before the row is creating until runCreate has moved it on, so another server's reconcile never
-    // sees this fork creating and unheld (and rolls it back as interrupted) while this process lives.
-    const release = await store.holdOperation(slug);
-    let reserved: Awaited<ReturnType<Registry['reserveNew']>>;
-    try {
-      reserved = await store.reserveNew(
-        { slug, project: c.project.name, name: c.name, isDefault: c.isDefault, branch, baseRef: c.baseRef, keepCheckoutOnClose: c.keepCheckoutOnClose ?? null },
-        ctx.opts.maxRunning,
-        { queue: c.queue },
-      );
-    } catch (e) {
-      await release();
-      throw e;
-    }
-    const { row, capacity, position } = reserved;
-    if (position !== null) {
-      // Nothing is made for a queued workspace until promoteQueue gives it a slot (then runCreate, which reads the config again).
-      await release();
-      await ctx.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: c.baseRef, ...capacity });
-      return toWorkspace(row, position);
-    }
-    ctx.emitSoon(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: c.baseRef, ...capacity });
-    // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
-    const abort = new AbortController();
-    const task = ctx.slugs.run(slug, () => releasing(release, () => this.runCreate(row, abort.signal, c.config)));
-    ctx.track(slug, abort, task);
-    if (c.wait) return task;
-    task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
-    return toWorkspace(row);
+    const repo = paths.repo(project.name);
+    const branch = isDefault ? 'grove/default' : await ctx.lock.withLock(project.name, () => freshBranch(repo, name));
+    return admitFork(ctx, this, { row: { slug, project: project.name, name, isDefault, branch, baseRef, keepCheckoutOnClose: keepCheckoutOnClose ?? null }, config, queue, wait });
   }
 
   /**
@@ -387,7 +358,9 @@ export class Lifecycle {
       if (cur.state === 'stopped') return toWorkspace(cur);
       if (cur.state !== 'running') throw invalidState(cur, 'stop');
       const t0 = Date.now();
-      const agentSessionId = await this.agentSession(slug);
+      // Kept so a reopened workspace resumes the agent's session (best effort).
+      const id = (await backendStatus(ctx, slug))?.agentSessionId;
+      const agentSessionId = typeof id === 'string' && id ? id : null;
       await ctx.runtime.stop(slug);
       const done = await store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState((await store.byId(cur.id)) ?? cur, 'stop');
@@ -466,17 +439,6 @@ export class Lifecycle {
       await ctx.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void promoteQueue(ctx, this); // the slot this start held is free again
       throw spawnError(e, reason, { slug, step });
-    }
-  }
-
-  /** The agent session id from the backend's /status, kept so a reopened workspace resumes it. Best effort. */
-  private async agentSession(slug: string): Promise<string | null> {
-    try {
-      const { status, body } = await getOverSocket(this.ctx.paths.socket(slug), '/status', 1_000);
-      const id = status === 200 ? (body as { agentSessionId?: unknown } | null)?.agentSessionId : null;
-      return typeof id === 'string' && id ? id : null;
-    } catch {
-      return null;
     }
   }
 

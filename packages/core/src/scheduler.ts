@@ -1,15 +1,17 @@
 /**
- * The scheduler: who runs when. Free slots go to the line (queue promotion, first in line first), running
+ * The scheduler: who runs when. A new workspace gets a slot under the cap, a place in line, or capacity_reached
+ * (admitFork); free slots go to the line (queue promotion, first in line first), running
  * workspaces without activity are stopped (the idle sweep), and the pull-request watcher runs on a timer. It
  * starts, stops and tears down nothing itself: it is handed the lifecycle's operations and calls them.
  */
-import type { Capacity, Workspace } from '@grove/contracts';
+import type { Capacity, ProjectConfig, Workspace } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
-import { getOverSocket } from '@grove/runtime';
 import { reasonOf, releasing } from './context.ts';
 import type { GroveContext } from './context.ts';
 import type { GitFlow, WatchResult } from './git-flow.ts';
-import type { Registry } from './registry.ts';
+import { toWorkspace } from './registry.ts';
+import type { NewWorkspace, Registry } from './registry.ts';
+import { backendStatus } from './workspace-host.ts';
 
 /** The idle sweep runs every half idle period, within these bounds. */
 const IDLE_SWEEP_MIN_MS = 50;
@@ -17,7 +19,8 @@ const IDLE_SWEEP_MAX_MS = 60_000;
 
 /** What promotion runs for a row given a slot: the fork path, or the reopen of a stopped workspace. */
 export interface Launcher {
-  runCreate(row: WorkspaceRow, signal: AbortSignal): Promise<Workspace>;
+  /** `config`: the one the fork's request read; absent (promoted from the line), runCreate reads it again. */
+  runCreate(row: WorkspaceRow, signal: AbortSignal, config?: ProjectConfig): Promise<Workspace>;
   runStart(id: number, signal: AbortSignal, promoted: { row: WorkspaceRow; capacity: Capacity }): Promise<Workspace>;
 }
 
@@ -25,6 +28,44 @@ export interface Launcher {
 export interface ScheduledOps extends Launcher {
   stop(slug: string, reason: 'idle' | null): Promise<Workspace>;
   teardown(slug: string): Promise<Workspace>;
+}
+
+/**
+ * Reserve a slot for a new workspace under the cap (Registry.reserveNew, atomic), or with `queue` a place at the end
+ * of the line when none is free; then its fork runs on the slug (wait: this resolves when it is done).
+ */
+export async function admitFork(
+  ctx: GroveContext,
+  launcher: Launcher,
+  c: { row: NewWorkspace; config: ProjectConfig; queue: boolean | undefined; wait: boolean },
+): Promise<Workspace> {
+  const { store } = ctx;
+  const { slug, branch, baseRef } = c.row;
+  // Held from before the row is creating until runCreate has moved it on, so another server's reconcile never
+  // sees this fork creating and unheld (and rolls it back as interrupted) while this process lives.
+  const release = await store.holdOperation(slug);
+  let reserved: Awaited<ReturnType<Registry['reserveNew']>>;
+  try {
+    reserved = await store.reserveNew(c.row, ctx.opts.maxRunning, { queue: c.queue });
+  } catch (e) {
+    await release();
+    throw e;
+  }
+  const { row, capacity, position } = reserved;
+  if (position !== null) {
+    // Nothing is made for a queued workspace until promoteQueue gives it a slot (then runCreate, which reads the config again).
+    await release();
+    await ctx.emit(slug, 'workspace.queued', { workspaceId: row.id, position, branch, base: baseRef, ...capacity });
+    return toWorkspace(row, position);
+  }
+  ctx.emitSoon(slug, 'workspace.reserved', { workspaceId: row.id, op: 'fork', branch, base: baseRef, ...capacity });
+  // Queue on the slug before any await, so a teardown issued right after us waits for (or cancels) this fork.
+  const abort = new AbortController();
+  const task = ctx.slugs.run(slug, () => releasing(release, () => launcher.runCreate(row, abort.signal, c.config)));
+  ctx.track(slug, abort, task);
+  if (c.wait) return task;
+  task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
+  return toWorkspace(row);
 }
 
 /**
@@ -65,16 +106,6 @@ export async function promoteQueue(ctx: GroveContext, launcher: Launcher): Promi
     );
     ctx.track(row.slug, abort, task);
     task.catch(() => undefined); // recorded in the row, the events and the log by runCreate
-  }
-}
-
-/** Whether the backend reports a turn in progress. Unreachable counts as not busy. */
-async function backendBusy(ctx: GroveContext, slug: string): Promise<boolean> {
-  try {
-    const { status, body } = await getOverSocket(ctx.paths.socket(slug), '/status', 1_000);
-    return status === 200 && (body as { busy?: unknown } | null)?.busy === true;
-  } catch {
-    return false;
   }
 }
 
@@ -120,7 +151,8 @@ export class Scheduler {
         const now = Date.now();
         const last = Math.max(Date.parse(row.lastActivityAt ?? row.updatedAt), ctx.activity.get(row.slug) ?? 0);
         if (now - last < idleMs) continue;
-        if (await backendBusy(ctx, row.slug)) {
+        // A backend in a turn counts as active; one that does not answer counts as not busy.
+        if ((await backendStatus(ctx, row.slug))?.busy === true) {
           ctx.activity.set(row.slug, now);
           await ctx.store.touch(row.id, new Date(now).toISOString());
           continue;

@@ -1,14 +1,14 @@
 /**
  * The host side of a workspace that the lifecycle prepares before the runtime starts it: its run, thread and
  * state dirs, the sandbox's own git dir, the archive of what an earlier workspace of the slug left, the disk
- * image's targets, and the runtime-neutral spec the runtime is handed.
+ * image's targets, the runtime-neutral spec the runtime is handed, and the backend's /status once it runs.
  */
 import { existsSync } from 'node:fs';
 import { chmod, mkdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import type { ProjectConfig } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
-import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/runtime';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID, getOverSocket } from '@grove/runtime';
 import type { WorkspaceSpec } from '@grove/runtime';
 import { agentSandboxEnv } from './agents.ts';
 import type { GroveContext } from './context.ts';
@@ -115,4 +115,14 @@ export async function spec(ctx: GroveContext, row: WorkspaceRow, config: Project
     overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })),
     egressPolicy: await egressPolicy.policyOf(ctx, row, config),
   };
+}
+
+/** The backend's /status (a turn in progress, its agent session), or null when it does not answer 200 in a second. */
+export async function backendStatus(ctx: GroveContext, slug: string): Promise<{ busy?: unknown; agentSessionId?: unknown } | null> {
+  try {
+    const { status, body } = await getOverSocket(ctx.paths.socket(slug), '/status', 1_000);
+    return status === 200 ? ((body as { busy?: unknown; agentSessionId?: unknown } | null) ?? null) : null;
+  } catch {
+    return null;
+  }
 }
