@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { endpoints, eventsResponseSchema, forkAcceptedResponseSchema, GroveError, workspaceResponseSchema } from '@grove/contracts';
 import { ApiError, createClient, matchEndpoint } from './client.ts';
-import type { CliEnv } from './env.ts';
+import { loadCliEnv, type CliEnv } from './env.ts';
 
 // A real HTTP server on loopback answers like Grove's routes do; the registry logic is tested elsewhere.
 const seen: string[] = [];
@@ -22,7 +22,7 @@ let env: CliEnv;
 beforeAll(async () => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  env = { url, token: 'tok', home: '/nonexistent', serverEnv: {} };
+  env = loadCliEnv({ NODE_ENV: 'test', GROVE_URL: url, GROVE_TOKEN: 'tok', GROVE_HOME: '/nonexistent' });
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
