@@ -122,6 +122,9 @@ const reads = ['invalid_name', 'workspace_not_found'] as const satisfies readonl
 const starts = ['capacity_reached', 'spawn_failed', 'docker_unavailable', 'git_busy', 'git_failed', 'invalid_state', 'project_not_found'] as const satisfies readonly ErrorCode[];
 const git = ['git_busy', 'git_failed', 'invalid_state'] as const satisfies readonly ErrorCode[];
 
+/** The routes of one project: its name in the path, 200 with the config or overlay list. */
+const ofProject = { params: { project }, status: 200, errors: ['invalid_name', 'invalid_input', 'project_not_found'] } as const;
+
 export const endpoints = {
   health: endpoint({ method: 'GET', path: '/api/health', status: 200, response: healthResponseSchema, public: true, errors: [] }),
 
@@ -136,58 +139,37 @@ export const endpoints = {
     errors: ['invalid_input', 'invalid_name', 'project_exists', 'remote_failed', 'git_failed'],
   }),
   /** A project's agent, allowed paths, forge... (docs/agents.md); PUT and PATCH apply to containers created afterwards. */
-  projectConfig: endpoint({
-    method: 'GET',
-    path: '/api/projects/:project/config',
-    params: { project },
-    status: 200,
-    response: projectConfigResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found'],
-  }),
+  projectConfig: endpoint({ method: 'GET', path: '/api/projects/:project/config', ...ofProject, response: projectConfigResponseSchema }),
   setProjectConfig: endpoint({
     method: 'PUT',
     path: '/api/projects/:project/config',
-    params: { project },
+    ...ofProject,
     body: { schema: projectConfigSchema, what: 'project config' },
-    status: 200,
     response: projectConfigResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found'],
   }),
   patchProjectConfig: endpoint({
     method: 'PATCH',
     path: '/api/projects/:project/config',
-    params: { project },
+    ...ofProject,
     body: { schema: projectConfigPatchSchema, what: 'project config change' },
-    status: 200,
     response: projectConfigResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found'],
   }),
-  /** The config-parity overlay (docs/git-flow.md): local files workspaces get and commits never carry. */
-  overlay: endpoint({
-    method: 'GET',
-    path: '/api/projects/:project/overlay',
-    params: { project },
-    status: 200,
-    response: overlayListResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found'],
-  }),
+  /** The config-parity overlay (docs/git-flow.md): local files workspaces get and commits never carry; each call answers the list. */
+  overlay: endpoint({ method: 'GET', path: '/api/projects/:project/overlay', ...ofProject, response: overlayListResponseSchema }),
   putOverlayFile: endpoint({
     method: 'PUT',
     path: '/api/projects/:project/overlay',
-    params: { project },
+    ...ofProject,
     body: { schema: putOverlayFileRequestSchema, what: 'overlay file' },
-    status: 200,
     response: overlayListResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found'],
   }),
   deleteOverlayFile: endpoint({
     method: 'DELETE',
     path: '/api/projects/:project/overlay',
-    params: { project },
+    ...ofProject,
     query: overlayPathQuerySchema,
-    status: 200,
     response: overlayListResponseSchema,
-    errors: ['invalid_name', 'invalid_input', 'project_not_found', 'not_found'],
+    errors: [...ofProject.errors, 'not_found'],
   }),
 
   listWorkspaces: endpoint({ method: 'GET', path: '/api/workspaces', query: listWorkspacesQuerySchema, status: 200, response: listWorkspacesResponseSchema, errors: ['invalid_input'] }),
