@@ -1,5 +1,5 @@
 // Lint for the whole monorepo: typescript-eslint recommended, plus the architecture rules
-// (dockerode only in packages/sandbox, process.env only in env.ts files, apps never import apps).
+// (dockerode only in packages/sandbox, process.env only in env.ts files, apps never import apps, core behind its runtime).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
@@ -36,6 +36,25 @@ export default tseslint.config(
           { name: 'child_process', message: 'Host git goes through packages/core/src/git-exec.ts; core starts no other process.' },
         ],
         patterns: [{ group: ['**/apps/*', '@grove/server', '@grove/web', '@grove/cli'], message: 'Apps depend on packages, never on each other.' }],
+      }],
+    },
+  },
+  // Core decides and records; where a workspace runs is its WorkspaceRuntime's (@grove/runtime, docs/architecture.md,
+  // "The runtime seam"): core touches no container (the sandbox driver), builds no gate or relay, and opens no socket
+  // server of its own. Type imports stay allowed (the shapes are shared); this holds for every core module.
+  {
+    files: ['packages/core/src/**/*.ts'],
+    ignores: ['packages/core/src/**/*.test.ts', 'packages/core/src/test-support/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': ['error', {
+        paths: [
+          ...['@grove/sandbox', '@grove/egress'].map((name) => ({ name, allowTypeImports: true, message: 'Core reaches sandboxes, gates and relays only through its WorkspaceRuntime (@grove/runtime).' })),
+          ...['node:net', 'net', 'node:http', 'http', 'node:https', 'https', 'node:tls', 'tls', 'node:dgram', 'dgram', 'node:http2', 'http2'].map((name) => ({
+            name,
+            allowTypeImports: true,
+            message: 'Core opens no sockets: listeners and backend calls live in @grove/runtime (getOverSocket for host-to-backend calls).',
+          })),
+        ],
       }],
     },
   },

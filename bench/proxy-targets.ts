@@ -10,6 +10,7 @@ import { pino } from 'pino';
 import { createGrove } from '@grove/core';
 import type { Grove } from '@grove/core';
 import { openSqlite, projects, workspaces } from '@grove/db';
+import { createDockerRuntime } from '@grove/runtime';
 import type { SandboxDriver } from '@grove/sandbox';
 import { createGroveServer } from '../apps/server/src/server.ts';
 
@@ -53,7 +54,7 @@ if (role === 'upstream') {
   const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
 
   // The same front door over the real registry (SQLite, the per-request socketFor lookup), with a running row
-  // whose socket path is a symlink to the upstream; the driver is never called on this path.
+  // whose socket path is a symlink to the upstream; the runtime is never called on this path.
   const home = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-bench-proxy-home-'));
   process.on('exit', () => fs.rmSync(home, { recursive: true, force: true }));
   process.on('SIGTERM', () => process.exit(0));
@@ -64,7 +65,8 @@ if (role === 'upstream') {
   await seed.close();
   fs.mkdirSync(path.join(home, 'run/bench'), { recursive: true });
   fs.symlinkSync(socketPath, path.join(home, 'run/bench/backend.sock'));
-  const real = await createGrove({ home, driver: {} as SandboxDriver, image: 'unused', maxRunning: 4, logger: pino({ level: 'silent' }) });
+  const quiet = pino({ level: 'silent' });
+  const real = await createGrove({ home, runtime: createDockerRuntime({ driver: {} as SandboxDriver, image: 'unused', logger: quiet }), maxRunning: 4, logger: quiet });
   const groveReal = createGroveServer({ grove: real, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
 
   const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1'), groveReal: await groveReal.listen(0, '127.0.0.1') };

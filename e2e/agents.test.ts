@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
-import { startFakeAnthropic } from '../packages/core/src/test-support/fake-anthropic.ts';
+import { startFakeAnthropic } from '../packages/egress/src/test-support/fake-anthropic.ts';
 import { TOKEN, containerOf, openStream, useServer } from './harness.ts';
 import { findSecretsInSandbox } from './support/secrets.ts';
 

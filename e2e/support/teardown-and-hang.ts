@@ -1,8 +1,9 @@
-// Run in a separate process by saved-work.test.ts: tear a workspace down with the real Docker driver and core,
+// Run in a separate process by saved-work.test.ts: tear a workspace down with the real Docker runtime and core,
 // but hang right after the work was saved and before anything is removed, so the test can SIGKILL us there.
 // Prints each audit event as a JSON line, then "HANGING" when the removal starts.
 // Usage: node --import tsx teardown-and-hang.ts <home> <instance> <image> <slug>
 import { createGrove } from '@grove/core';
+import { createDockerRuntime } from '@grove/runtime';
 import { createDockerDriver } from '@grove/sandbox';
 import { pino } from 'pino';
 
@@ -17,6 +18,7 @@ const hanging = {
     return new Promise<void>(() => undefined);
   },
 };
-const grove = await createGrove({ home, driver: hanging, image, maxRunning: 8, logger: pino({ level: 'silent' }) });
+const logger = pino({ level: 'silent' });
+const grove = await createGrove({ home, runtime: createDockerRuntime({ driver: hanging, image, logger }), maxRunning: 8, logger });
 grove.onEvent((e) => process.stdout.write(`${JSON.stringify(e)}\n`));
 await grove.teardown(slug);

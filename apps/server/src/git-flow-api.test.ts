@@ -90,6 +90,11 @@ describe('git flow API', () => {
     expect(checkpointResponseSchema.parse(await bare.json()).files).toEqual(['a.txt']);
     await app.request('/api/workspaces/demo~x/checkpoint', json('POST', { message: 'wip' }));
     expect((await app.request('/api/workspaces/demo~x/checkpoint', json('POST', { message: 'x', force: true }))).status).toBe(422);
+    // Core takes the parsed request: an empty message is refused here, before it.
+    const empty = await app.request('/api/workspaces/demo~x/checkpoint', json('POST', { message: '' }));
+    expect(empty.status).toBe(422);
+    expect(await empty.json()).toMatchObject({ code: 'invalid_input', message: expect.stringContaining('message must not be empty') as string });
+    expect((await app.request('/api/workspaces/demo~x/publish', json('POST', { title: '' }))).status).toBe(422);
     expect(diffResponseSchema.parse(await (await app.request('/api/workspaces/demo~x/diff?maxBytes=4096')).json()).ahead).toBe(1);
     expect((await app.request('/api/workspaces/demo~x/diff?maxBytes=1')).status).toBe(422);
     const pub = await app.request('/api/workspaces/demo~x/publish', json('POST', { title: 'T' }));

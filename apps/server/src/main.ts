@@ -2,6 +2,7 @@
 import crypto from 'node:crypto';
 import { pino, type Logger } from 'pino';
 import { createGrove } from '@grove/core';
+import { createDockerRuntime } from '@grove/runtime';
 import { createDockerDriver } from '@grove/sandbox';
 import { loadEnv } from './env.ts';
 import { loadOrCreateToken } from './auth.ts';
@@ -28,9 +29,17 @@ async function main(): Promise<void> {
   // One Docker engine may serve several Grove homes (tests, a second checkout): scope containers to this one.
   const instance = crypto.createHash('sha256').update(env.GROVE_HOME).digest('hex').slice(0, 8);
   const driver = createDockerDriver({ instance, socketPath: env.GROVE_DOCKER_SOCKET });
+  // Where workspaces run: a hardened container each, with its egress gate, host sockets and credential relay.
+  const runtime = createDockerRuntime({
+    driver,
+    image: env.GROVE_IMAGE,
+    logger,
+    healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
+    providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
+  });
   // Without Docker the server still starts: the API answers 503 docker_unavailable and the
   // reconciliation runs as soon as the engine answers.
-  const dockerUp = await driver.ping().then(
+  const dockerUp = await runtime.ping().then(
     () => true,
     (err: unknown) => {
       logger.error({ err }, 'docker.unavailable');
@@ -41,20 +50,17 @@ async function main(): Promise<void> {
   const grove = await createGrove({
     home: env.GROVE_HOME,
     databaseUrl: env.DATABASE_URL ?? null,
-    driver,
-    image: env.GROVE_IMAGE,
+    runtime,
     maxRunning: env.GROVE_MAX_RUNNING,
     logger,
-    healthTimeoutMs: env.GROVE_HEALTH_TIMEOUT_MS,
     idleStopMs: env.GROVE_IDLE_STOP,
-    providerRelay: { upstream: env.GROVE_ANTHROPIC_UPSTREAM, apiKey: env.ANTHROPIC_API_KEY ?? null },
     forgeToken: env.GROVE_FORGE_TOKEN ?? null,
     gitSshCommand: env.GROVE_GIT_SSH_COMMAND ?? null,
     watchIntervalMs: env.GROVE_WATCH_INTERVAL_MS,
     diskQuota: env.GROVE_DISK_QUOTA > 0 ? { bytes: env.GROVE_DISK_QUOTA, inodes: env.GROVE_INODE_QUOTA } : null,
   });
   if (dockerUp) await grove.reconcile();
-  else reconcileWhenDockerIsBack({ ping: () => driver.ping(), reconcile: () => grove.reconcile(), logger });
+  else reconcileWhenDockerIsBack({ ping: () => runtime.ping(), reconcile: () => grove.reconcile(), logger });
   // The project is registered before the server listens, so a client never sees it missing.
   const demoSource = env.GROVE_DEMO ? await ensureDemoRepo({ home: env.GROVE_HOME, filesDir: env.GROVE_DEMO_DIR }) : undefined;
   if (demoSource) await grove.addProject({ name: 'demo', source: demoSource, createDefault: false });

@@ -14,10 +14,10 @@ import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
-import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
-import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
+import { startFakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
+import type { FakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
@@ -45,7 +45,7 @@ afterAll(async () => {
 
 async function groveWith(project: string, config: ProjectConfigInput): Promise<{ grove: Grove; home: string }> {
   const home = mkdtempSync(join(tmp, 'home-'));
-  const grove = await createGrove({
+  const grove = await createTestGrove({
     home,
     driver: createDockerDriver({ instance: INSTANCE }),
     image: IMAGE,
@@ -294,7 +294,7 @@ describe('command agent in a real sandbox', () => {
 
   it('refuses an unknown provider when the project is added, not at the first turn', async () => {
     const home = mkdtempSync(join(tmp, 'home-'));
-    const g = await createGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 1, logger: pino({ level: 'silent' }) });
+    const g = await createTestGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 1, logger: pino({ level: 'silent' }) });
     groves.push(g);
     await expect(g.addProject({ name: 'bad', source, createDefault: false, config: { agent: { provider: 'codex' } } as unknown as ProjectConfigInput })).rejects.toMatchObject({
       code: 'invalid_input',

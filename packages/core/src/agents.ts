@@ -1,11 +1,11 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { GroveError, holdResponseSchema, parseOrThrow, projectConfigSchema } from '@grove/contracts';
-import type { EventType, GroveThreadEvent, ProjectConfig, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
+import type { GroveThreadEvent, ProjectConfig, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
-import type { Logger } from 'pino';
 import { overSocket } from './health.ts';
-import type { GrovePaths } from './paths.ts';
+import { notFound } from './context.ts';
+import type { GroveContext } from './context.ts';
 import { recordSnapshot, revertOutsideAllowed, undoLast } from './turn-snapshots.ts';
 import type { WorktreeContext } from './turn-snapshots.ts';
 
@@ -62,21 +62,17 @@ export function agentSandboxEnv(config: ProjectConfig): Record<string, string> {
   return { GROVE_PROVIDER: config.agent.provider, GROVE_AGENT_CONFIG: JSON.stringify(config.agent) };
 }
 
-export interface TurnGuardDeps {
-  paths: GrovePaths;
-  /** Runs fn under the project's repository lock. */
-  withLock<T>(project: string, fn: () => Promise<T>): Promise<T>;
-  log: Logger;
-  /** Record an event; resolves once it is in the audit trail (GET /turns reads them). */
-  emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<unknown>;
-  /** The live row of a slug, if any. */
-  live(slug: string): Promise<WorkspaceRow | undefined>;
+/** The checkpoints after a turn that changed files and after an undo (git-flow.ts); never throw. */
+export interface TurnCheckpoints {
+  checkpointAfterTurn(slug: string, turn: string, files: string[], config?: ProjectConfig): Promise<void>;
+  checkpointAfterUndo(slug: string, turn: string, files: string[], config?: ProjectConfig): Promise<void>;
+}
+
+export interface TurnGuardOptions {
   /** Owner for files the host writes into worktrees (null when the host cannot chown). */
   owner: { uid: number; gid: number } | null;
-  /** After a turn that changed files was snapshotted (the checkpoint after a turn, docs/git-flow.md). Never throws. */
-  afterSnapshot?(slug: string, turn: string, files: string[]): Promise<void>;
-  /** After an undo restored files (the checkpoint of the undo); never throws. */
-  afterUndo?(slug: string, turn: string, files: string[]): Promise<void>;
+  /** Absent: no checkpoint follows a turn or an undo. */
+  checkpoints?: TurnCheckpoints;
 }
 
 const TURN_ID = /^turn-([1-9][0-9]{0,8})$/;
@@ -84,22 +80,25 @@ const TURN_ID = /^turn-([1-9][0-9]{0,8})$/;
 const UNDO_HOLD_MS = 120_000;
 
 export class TurnGuard {
-  constructor(private readonly deps: TurnGuardDeps) {}
+  constructor(
+    private readonly ctx: GroveContext,
+    private readonly o: TurnGuardOptions,
+  ) {}
 
   private context(row: WorkspaceRow): WorktreeContext {
     return {
-      repo: this.deps.paths.repo(row.project),
-      objects: this.deps.paths.workspaceObjects(row.slug),
-      worktree: this.deps.paths.worktree(row.project, row.name),
+      repo: this.ctx.paths.repo(row.project),
+      objects: this.ctx.paths.workspaceObjects(row.slug),
+      worktree: this.ctx.paths.worktree(row.project, row.name),
       slug: row.slug,
       branch: row.branch,
-      ...(this.deps.owner ? { owner: this.deps.owner } : {}),
+      ...(this.o.owner ? { owner: this.o.owner } : {}),
     };
   }
 
   private async row(slug: string): Promise<WorkspaceRow> {
-    const row = await this.deps.live(slug);
-    if (!row) throw new GroveError('workspace_not_found', `no workspace "${slug}"`, { details: { slug } });
+    const row = await this.ctx.store.live(slug);
+    if (!row) throw notFound(slug);
     return row;
   }
 
@@ -109,26 +108,26 @@ export class TurnGuard {
     const match = TURN_ID.exec(req.turn);
     if (!match?.[1]) throw new GroveError('invalid_input', `turn id "${req.turn}" is not turn-<n>`);
     const n = Number(match[1]);
-    const config = await readProjectConfig(this.deps.paths.projectConfig(row.project));
+    const config = await readProjectConfig(this.ctx.paths.projectConfig(row.project));
     const ctx = this.context(row);
     const t0 = Date.now();
-    const { reverted, snapshot } = await this.deps.withLock(row.project, async () => ({
+    const { reverted, snapshot } = await this.ctx.lock.withLock(row.project, async () => ({
       reverted: await revertOutsideAllowed(ctx, config.allowedPaths),
       snapshot: await recordSnapshot(ctx, { n, turn: req.turn }),
     }));
     const events: GroveThreadEvent[] = [];
     if (reverted.length > 0) {
       events.push({ type: 'paths_reverted', allowedPaths: config.allowedPaths ?? [], paths: reverted });
-      await this.deps.emit(slug, 'turn.reverted', { workspaceId: row.id, turn: req.turn, allowedPaths: config.allowedPaths ?? [], paths: reverted });
+      await this.ctx.emit(slug, 'turn.reverted', { workspaceId: row.id, turn: req.turn, allowedPaths: config.allowedPaths ?? [], paths: reverted });
     }
     if (snapshot) {
       events.push({ type: 'snapshot', ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files });
-      await this.deps.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
+      await this.ctx.emit(slug, 'turn.snapshot', { workspaceId: row.id, turn: req.turn, ref: snapshot.ref, commit: snapshot.commit, files: snapshot.files.length });
     }
     // Nested repositories are never entered, so never saved: the user learns which were left out.
-    if (snapshot?.embedded.length) this.deps.log.info({ slug, turn: req.turn, embedded: snapshot.embedded }, `the snapshot of ${req.turn} leaves out embedded repositories (kept as the branch has them): ${snapshot.embedded.join(', ')}`);
-    if (snapshot) await this.deps.afterSnapshot?.(slug, req.turn, snapshot.files);
-    this.deps.log.debug({ slug, turn: req.turn, status: req.status, reverted: reverted.length, snapshot: snapshot?.ref ?? null, ms: Date.now() - t0 }, 'after-turn checks');
+    if (snapshot?.embedded.length) this.ctx.log.info({ slug, turn: req.turn, embedded: snapshot.embedded }, `the snapshot of ${req.turn} leaves out embedded repositories (kept as the branch has them): ${snapshot.embedded.join(', ')}`);
+    if (snapshot) await this.o.checkpoints?.checkpointAfterTurn(slug, req.turn, snapshot.files, config);
+    this.ctx.log.debug({ slug, turn: req.turn, status: req.status, reverted: reverted.length, snapshot: snapshot?.ref ?? null, ms: Date.now() - t0 }, 'after-turn checks');
     return { events };
   }
 
@@ -142,7 +141,7 @@ export class TurnGuard {
     if (row.state !== 'running') {
       throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: reopen it to undo (the thread records the undo)`, { details: { slug, state: row.state } });
     }
-    const socket = this.deps.paths.socket(slug);
+    const socket = this.ctx.paths.socket(slug);
     const held = await postJson(socket, '/hold', { reason: 'an undo is restoring files', ttlMs: UNDO_HOLD_MS });
     if (held.status === 409) {
       throw new GroveError('invalid_state', `cannot undo in "${slug}" while a turn is running; wait for it or cancel it`, { details: { slug } });
@@ -151,18 +150,18 @@ export class TurnGuard {
     const { hold } = holdResponseSchema.parse(held.body);
     try {
       const ctx = this.context(row);
-      const result = await this.deps.withLock(row.project, () => undoLast(ctx));
+      const result = await this.ctx.lock.withLock(row.project, () => undoLast(ctx));
       if (!result) throw new GroveError('invalid_state', `nothing to undo in "${slug}": no turn has changed files since it was created (or every change was undone)`, { details: { slug } });
       const turn = `turn-${result.n}`;
       const event: GroveThreadEvent = { type: 'undo', undoneTurn: turn, ref: result.ref, restored: result.restored, files: result.files };
       const note = await postJson(socket, '/notes', { turn, event });
-      if (note.status !== 201) this.deps.log.warn({ slug, status: note.status }, 'the undo marker could not be added to the thread');
-      await this.deps.emit(slug, 'workspace.undo', { workspaceId: row.id, turn, ref: result.ref, restored: result.restored, files: result.files.length, remaining: result.remaining });
+      if (note.status !== 201) this.ctx.log.warn({ slug, status: note.status }, 'the undo marker could not be added to the thread');
+      await this.ctx.emit(slug, 'workspace.undo', { workspaceId: row.id, turn, ref: result.ref, restored: result.restored, files: result.files.length, remaining: result.remaining });
       // Still under the hold: no turn may write while the undo is committed.
-      await this.deps.afterUndo?.(slug, turn, result.files);
+      await this.o.checkpoints?.checkpointAfterUndo(slug, turn, result.files);
       return { undone: { turn, ref: result.ref, files: result.files }, remaining: result.remaining };
     } finally {
-      await postJson(socket, '/hold/release', { hold }).catch((err: unknown) => this.deps.log.warn({ err, slug }, 'could not release the hold; it expires by itself'));
+      await postJson(socket, '/hold/release', { hold }).catch((err: unknown) => this.ctx.log.warn({ err, slug }, 'could not release the hold; it expires by itself'));
     }
   }
 }

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
@@ -33,7 +33,7 @@ beforeAll(async () => {
   git(src, 'update-index', '--add', '--cacheinfo', `160000,${vendoredSha},vendored`);
   git(src, 'commit', '-q', '-m', 'a submodule');
   home = mkdtempSync(join(tmp, 'home-'));
-  grove = await createGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 30_000 });
+  grove = await createTestGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 30_000 });
   // No checkpoint after a turn: what a turn leaves uncommitted must stay the workspace's own.
   await grove.addProject({ name: 'demo', source: src, createDefault: false, config: { git: { checkpointAfterTurn: false } } });
 }, 180_000);

@@ -208,3 +208,14 @@ export async function gitText(o: GitExecOptions & { what: string }): Promise<str
   if (r.code !== 0) throw new GroveError('git_failed', `${o.what}: ${r.stderr.trim() || `git exited with ${r.code}`}`);
   return r.stdout.toString('utf8');
 }
+
+/** git <args> in gitDir; failures become GroveError('git_failed') naming what was attempted. */
+export function raw(gitDir: string, args: string[], what = `git ${args[0] ?? ''}`, more: Partial<GitExecOptions> = {}): Promise<string> {
+  return gitText({ gitDir, args, what, ...more });
+}
+
+/** Like raw, but a failure is a null (for lookups whose "no" is an exit code). */
+export async function rawOrNull(gitDir: string, args: string[], more: Partial<GitExecOptions> = {}): Promise<string | null> {
+  const r = await execGit({ gitDir, args, ...more });
+  return r.code === 0 && !r.timedOut && !r.overflow ? r.stdout.toString('utf8') : null;
+}

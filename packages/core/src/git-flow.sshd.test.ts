@@ -9,7 +9,7 @@ import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
@@ -128,7 +128,7 @@ afterEach(async () => {
 async function open(gitSshCommand: string): Promise<Grove> {
   home = mkdtempSync(join(tmp, 'home-'));
   driver = new FakeDriver();
-  grove = await createGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000, forgeToken: TOKEN, gitSshCommand });
+  grove = await createTestGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000, forgeToken: TOKEN, gitSshCommand });
   return grove;
 }
 
@@ -186,7 +186,7 @@ describe('a remote over ssh (local sshd)', () => {
   it('takes only an ssh program as the ssh command', async () => {
     for (const bad of ['sh -c "touch /tmp/x"', 'ssh\n-o ProxyCommand=x', '', '/tmp/evil']) {
       home = mkdtempSync(join(tmp, 'home-'));
-      await expect(createGrove({ home, driver: new FakeDriver(), image: 'grove-sandbox:test', maxRunning: 1, logger: pino({ level: 'silent' }), gitSshCommand: bad })).rejects.toMatchObject({ code: 'invalid_input' });
+      await expect(createTestGrove({ home, driver: new FakeDriver(), image: 'grove-sandbox:test', maxRunning: 1, logger: pino({ level: 'silent' }), gitSshCommand: bad })).rejects.toMatchObject({ code: 'invalid_input' });
       rmSync(home, { recursive: true, force: true });
     }
     driver = new FakeDriver();

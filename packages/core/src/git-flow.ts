@@ -1,16 +1,20 @@
 import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { DEFAULT_GIT_SETTINGS, GroveError, checkpointRequestSchema, parseOrThrow, publishRequestSchema, threadLineSchema } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, EventType, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
+import { DEFAULT_GIT_SETTINGS, GroveError, threadLineSchema } from '@grove/contracts';
+import type { CheckpointRequest, CheckpointResponse, DiffResponse, PublishRequest, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import type { Logger } from 'pino';
-import { aheadBehind, changedPaths, checkpointWorktree, commitsNotIn, diffFiles, diffPatch, mergeBase, openStore, resolveCommit, snapshotWorktree, worktreeAdminDir } from './git.ts';
+import { aheadBehind, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, worktreeAdminDir } from './git.ts';
+import { changedPaths, checkpointWorktree, snapshotWorktree } from './git-snapshot.ts';
+import { openStore } from './git-store.ts';
 import { createForge } from './forge.ts';
 import type { ForgePull } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';
 import type { PushResult } from './remote.ts';
-import type { GrovePaths } from './paths.ts';
+import { requireAny, requireLive, requireProject } from './context.ts';
+import type { GroveContext } from './context.ts';
+import { loadProject, readConfig } from './projects.ts';
+import { LIVE_STATES } from './registry.ts';
 
 /**
  * Merge-back through pull requests (docs/git-flow.md): host checkpoints, the diff against the fork point,
@@ -24,30 +28,11 @@ const FETCH_BEFORE_FORK_MS = 20_000;
 /** A thread larger than this is not read for a commit subject. */
 const MAX_THREAD_BYTES = 16 * 1024 * 1024;
 
-export interface GitFlowDeps {
-  paths: GrovePaths;
-  log: Logger;
-  withLock<T>(project: string, fn: () => Promise<T>): Promise<T>;
-  /** One operation per workspace at a time (shared with stop, start, teardown and undo). */
-  withSlug<T>(slug: string, fn: () => Promise<T>): Promise<T>;
-  /** Record an event; resolves once it is in the audit trail. */
-  emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<unknown>;
-  config(project: string): Promise<ProjectConfig>;
-  project(name: string): Promise<ProjectRow>;
-  /** The live row of a slug, or the newest one when with gone is true; throws workspace_not_found. */
-  row(slug: string, o?: { gone?: boolean }): Promise<WorkspaceRow>;
-  /** Stores the pull request; an open one also clears cleanupHeld (a re-publish starts over). */
-  savePullRequest(id: number, pr: PullRequest): Promise<void>;
-  /** Why the watcher keeps this workspace after its pull request ended (null: nothing holds it). */
-  setCleanupHeld(id: number, reason: string | null): Promise<void>;
+/** What git flow needs beyond the shared context: the server's forge token and ssh command, and who owns worktree files. */
+export interface GitFlowOptions {
   forgeToken: string | null;
   /** GROVE_GIT_SSH_COMMAND, validated; null: plain ssh with the server user's ~/.ssh. */
   sshCommand: string | null;
-  /** Live workspace rows and registered projects, for the watcher. */
-  liveRows(): Promise<WorkspaceRow[]>;
-  projects(): Promise<ProjectRow[]>;
-  /** Tear a workspace down (container, worktree; the branch is kept; uncommitted work saved first). */
-  teardown(slug: string): Promise<unknown>;
   /** Owner of the worktree's index after a checkpoint (the sandbox uid), when the host may chown. */
   owner: { uid: number; gid: number } | null;
 }
@@ -72,6 +57,18 @@ function pushError(e: unknown, branch: string): GroveError {
   return new GroveError(code, message, { details: { reason: e.reason, branch } });
 }
 
+/** The watcher's verdict on one workspace: its pull request ended and nothing holds it, so it is to be torn down. */
+export interface CleanupDecision {
+  slug: string;
+  reason: string;
+}
+
+/** One pass of the watcher: what it saw, and the cleanups it decided, which the caller (the lifecycle) carries out. */
+export interface WatchPass {
+  result: WatchResult;
+  cleanup: CleanupDecision[];
+}
+
 export interface WatchResult {
   fetched: string[];
   /** Projects whose fetch failed, with the reason (their workspaces were still checked). */
@@ -81,28 +78,14 @@ export interface WatchResult {
 }
 
 export class GitFlow {
-  private timer: NodeJS.Timeout | null = null;
-  private sweeping: Promise<WatchResult> | null = null;
-
-  constructor(private readonly d: GitFlowDeps) {}
+  constructor(
+    private readonly ctx: GroveContext,
+    private readonly o: GitFlowOptions,
+  ) {}
 
   /** The ssh remote git runs (GROVE_GIT_SSH_COMMAND), for the clone of a new project too. */
   get sshCommand(): string | null {
-    return this.d.sshCommand;
-  }
-
-  /** Run watch() every intervalMs (not overlapping itself) until stopWatch(). */
-  startWatch(intervalMs: number): void {
-    if (this.timer || intervalMs <= 0) return;
-    this.timer = setInterval(() => {
-      this.watch().catch((e: unknown) => this.d.log.error({ err: e }, `pull-request watch failed: ${reasonOf(e)}`));
-    }, intervalMs);
-    this.timer.unref();
-  }
-
-  stopWatch(): void {
-    if (this.timer) clearInterval(this.timer);
-    this.timer = null;
+    return this.o.sshCommand;
   }
 
   /**
@@ -112,29 +95,23 @@ export class GitFlow {
    * fetch (merged). A merged or closed one is torn down (the branch is kept) unless keepCheckoutOnClose says
    * otherwise (the workspace's, else the project's) or cleanup would remove work: uncommitted changes, or commits
    * after the head the pull request took in. Then it is kept, and cleanupHeld says why; later passes look again
-   * and clean up once nothing holds it. Concurrent calls share one pass.
+   * and clean up once nothing holds it. The teardowns are not done here: the pass returns them as decisions.
    */
-  watch(): Promise<WatchResult> {
-    this.sweeping ??= this.sweep().finally(() => {
-      this.sweeping = null;
-    });
-    return this.sweeping;
-  }
-
-  private async sweep(): Promise<WatchResult> {
+  async watch(): Promise<WatchPass> {
     const result: WatchResult = { fetched: [], fetchFailed: [], changed: [] };
-    for (const p of await this.d.projects()) {
-      const repo = this.d.paths.repo(p.name);
+    const cleanup: CleanupDecision[] = [];
+    for (const p of await this.ctx.store.projects()) {
+      const repo = this.ctx.paths.repo(p.name);
       try {
         if (!(await originUrl(repo))) continue;
-        await this.d.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.d.sshCommand }));
+        await this.ctx.lock.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.o.sshCommand }));
         result.fetched.push(p.name);
       } catch (e) {
         result.fetchFailed.push({ project: p.name, reason: reasonOf(e) });
-        this.d.log.warn({ project: p.name }, `scheduled fetch of ${p.name} failed: ${reasonOf(e)}`);
+        this.ctx.log.warn({ project: p.name }, `scheduled fetch of ${p.name} failed: ${reasonOf(e)}`);
       }
     }
-    for (const row of await this.d.liveRows()) {
+    for (const row of await this.ctx.store.rows({ states: LIVE_STATES })) {
       if (!row.prNumber || !row.prState) continue;
       // Open ones for their state; ended ones that were kept for work, to see whether it is still there.
       if (row.prState !== 'open' && row.cleanupHeld === null) continue;
@@ -142,33 +119,33 @@ export class GitFlow {
       try {
         const change = await this.check(row);
         if (change) result.changed.push(change);
+        if (change?.cleaned) cleanup.push({ slug: row.slug, reason: `pull request #${row.prNumber} ${change.to}` });
       } catch (e) {
-        this.d.log.warn({ slug: row.slug }, `pull-request check of ${row.slug} failed: ${reasonOf(e)}`);
+        this.ctx.log.warn({ slug: row.slug }, `pull-request check of ${row.slug} failed: ${reasonOf(e)}`);
       }
     }
-    return result;
+    return { result, cleanup };
   }
 
   private async check(row: WorkspaceRow): Promise<WatchResult['changed'][number] | null> {
-    const config = await this.d.config(row.project);
+    const { project, config } = await loadProject(this.ctx, row.project);
     const number = row.prNumber ?? 0;
     let state: PullRequest['state'] | null = null;
     let source = 'forge';
     let headSha: string | null = null;
-    if (config.forge && this.d.forgeToken) {
+    if (config.forge && this.o.forgeToken) {
       try {
-        const pr = await createForge(config.forge, this.d.forgeToken).getPullRequest(number);
+        const pr = await createForge(config.forge, this.o.forgeToken).getPullRequest(number);
         state = pr.state;
         headSha = pr.headSha;
       } catch (e) {
-        this.d.log.warn({ slug: row.slug }, `forge could not say the state of #${number}; checking the branch instead: ${reasonOf(e)}`);
+        this.ctx.log.warn({ slug: row.slug }, `forge could not say the state of #${number}; checking the branch instead: ${reasonOf(e)}`);
       }
     }
     if (state === null) {
       source = 'branch';
-      const project = await this.d.project(row.project);
-      const repo = this.d.paths.repo(row.project);
-      const contained = await this.d.withLock(row.project, async () => {
+      const repo = this.ctx.paths.repo(row.project);
+      const contained = await this.ctx.lock.withLock(row.project, async () => {
         const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
         const main = await resolveCommit(repo, `refs/heads/${project.defaultBranch}`);
         return tip !== null && main !== null && (await mergeBase(repo, tip, main)) === tip;
@@ -177,25 +154,24 @@ export class GitFlow {
     }
     const changed = state !== row.prState;
     const from = row.prState ?? 'open';
-    if (changed) await this.d.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
+    if (changed) await this.savePullRequest(row.id, { url: row.prUrl ?? '', number, state });
     if (state === 'open') {
       if (!changed) return null;
-      await this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: false });
+      await this.ctx.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: false });
       return { slug: row.slug, from, to: state, cleaned: false };
     }
     const keep = (row.keepCheckoutOnClose ?? config.keepCheckoutOnClose) === true;
-    const held = keep ? null : await this.holdReason(row, headSha);
+    const held = keep ? null : await this.holdReason(row, project, headSha);
     const cleaned = !keep && held === null;
-    if (changed) await this.d.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: cleaned, ...(held ? { held } : {}) });
+    if (changed) await this.ctx.emit(row.slug, 'workspace.pr_state', { workspaceId: row.id, number, from, to: state, source, cleanup: cleaned, ...(held ? { held } : {}) });
     if (held !== null) {
       // Recorded once, when the hold starts; later passes only refresh the reason the card shows.
-      if (row.cleanupHeld === null) await this.d.emit(row.slug, 'workspace.kept', { workspaceId: row.id, reason: held, pr: number, state });
-      if (held !== row.cleanupHeld) await this.d.setCleanupHeld(row.id, held);
+      if (row.cleanupHeld === null) await this.ctx.emit(row.slug, 'workspace.kept', { workspaceId: row.id, reason: held, pr: number, state });
+      if (held !== row.cleanupHeld) await this.setCleanupHeld(row.id, held);
       if (!changed) return null;
       return { slug: row.slug, from, to: state, cleaned: false, held };
     }
-    if (row.cleanupHeld !== null) await this.d.setCleanupHeld(row.id, null);
-    if (cleaned) await this.d.teardown(row.slug);
+    if (row.cleanupHeld !== null) await this.setCleanupHeld(row.id, null);
     if (!changed && !cleaned) return null;
     return { slug: row.slug, from, to: state, cleaned };
   }
@@ -207,11 +183,10 @@ export class GitFlow {
    * not have (pushed from elsewhere) cannot vouch for anything, so only the default branch counts then: this
    * errs towards keeping.
    */
-  private async holdReason(row: WorkspaceRow, headSha: string | null): Promise<string | null> {
-    const project = await this.d.project(row.project);
-    const repo = this.d.paths.repo(row.project);
-    const worktree = this.d.paths.worktree(row.project, row.name);
-    return this.d.withLock(row.project, async () => {
+  private async holdReason(row: WorkspaceRow, project: ProjectRow, headSha: string | null): Promise<string | null> {
+    const repo = this.ctx.paths.repo(row.project);
+    const worktree = this.ctx.paths.worktree(row.project, row.name);
+    return this.ctx.lock.withLock(row.project, async () => {
       const tip = await resolveCommit(repo, `refs/heads/${row.branch}`);
       if (!tip) return `its branch ${row.branch} is missing`;
       const bases: string[] = [];
@@ -222,7 +197,7 @@ export class GitFlow {
       const why: string[] = [];
       if (existsSync(worktree)) {
         // Into the workspace's private store: uncommitted work never lands in the primary every sandbox reads.
-        const objects = this.d.paths.workspaceObjects(row.slug);
+        const objects = this.ctx.paths.workspaceObjects(row.slug);
         await openStore(repo, objects, row.slug);
         const snap = await snapshotWorktree(repo, { worktree, parent: tip, objects });
         const files = snap.unchanged ? 0 : (await changedPaths(objects, tip, snap.tree)).length;
@@ -239,15 +214,15 @@ export class GitFlow {
    * unreachable remote leaves the fork to start from what the clone holds, and the reason is recorded.
    */
   async fetchBeforeFork(project: string, slug: string): Promise<{ ok: boolean; reason?: string }> {
-    const repo = this.d.paths.repo(project);
+    const repo = this.ctx.paths.repo(project);
     if (!(await originUrl(repo))) return { ok: true };
     try {
-      await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.d.sshCommand });
+      await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.o.sshCommand });
       return { ok: true };
     } catch (e) {
       const reason = reasonOf(e);
-      this.d.log.warn({ project, slug }, `fetch of ${project} before forking ${slug} failed; forking from what the clone holds: ${reason}`);
-      await this.d.emit(slug, 'project.fetch_failed', { project, reason });
+      this.ctx.log.warn({ project, slug }, `fetch of ${project} before forking ${slug} failed; forking from what the clone holds: ${reason}`);
+      await this.ctx.emit(slug, 'project.fetch_failed', { project, reason });
       return { ok: false, reason };
     }
   }
@@ -258,8 +233,8 @@ export class GitFlow {
    * branch, with workspace.base_fallback saying why. Never throws.
    */
   async pullRequestBase(project: string, slug: string, o: { workspaceId: number; n: number }): Promise<string> {
-    const repo = this.d.paths.repo(project);
-    const fallback = (await this.d.project(project)).defaultBranch;
+    const repo = this.ctx.paths.repo(project);
+    const fallback = (await requireProject(this.ctx, project)).defaultBranch;
     let reason: string;
     try {
       if (await originUrl(repo)) {
@@ -272,15 +247,14 @@ export class GitFlow {
     } catch (e) {
       reason = `pull request #${o.n}'s head could not be fetched: ${reasonOf(e)}`;
     }
-    this.d.log.warn({ project, slug }, `fork of ${slug} starts at ${fallback} instead of pull request #${o.n}: ${reason}`);
-    await this.d.emit(slug, 'workspace.base_fallback', { workspaceId: o.workspaceId, wanted: `pull request #${o.n}`, base: fallback, reason });
+    this.ctx.log.warn({ project, slug }, `fork of ${slug} starts at ${fallback} instead of pull request #${o.n}: ${reason}`);
+    await this.ctx.emit(slug, 'workspace.base_fallback', { workspaceId: o.workspaceId, wanted: `pull request #${o.n}`, base: fallback, reason });
     return fallback;
   }
 
-  async checkpoint(slug: string, input: unknown = {}): Promise<CheckpointResponse> {
-    const req = parseOrThrow(checkpointRequestSchema, input ?? {}, { what: 'checkpoint request' });
-    await this.d.row(slug);
-    return this.d.withSlug(slug, () => this.checkpointNow(slug, req.message));
+  async checkpoint(slug: string, req: CheckpointRequest = {}): Promise<CheckpointResponse> {
+    await requireLive(this.ctx, slug);
+    return this.ctx.slugs.run(slug, () => this.checkpointNow(slug, req.message));
   }
 
   /**
@@ -289,8 +263,8 @@ export class GitFlow {
    * up the backend's turn); teardown removes worktrees under the same lock, so the two never overlap. Never
    * throws: a failed checkpoint is logged and the work stays in the worktree.
    */
-  async checkpointAfterTurn(slug: string, turn: string, files: string[]): Promise<void> {
-    await this.checkpointQuietly(slug, turn, files, false);
+  async checkpointAfterTurn(slug: string, turn: string, files: string[], config?: ProjectConfig): Promise<void> {
+    await this.checkpointQuietly(slug, turn, files, { undo: false, config });
   }
 
   /**
@@ -298,18 +272,19 @@ export class GitFlow {
    * worktree and thread show. The turn's own checkpoint stays in the history (it may already be pushed; a
    * branch is never rewritten under a pull request).
    */
-  async checkpointAfterUndo(slug: string, turn: string, files: string[]): Promise<void> {
-    await this.checkpointQuietly(slug, turn, files, true);
+  async checkpointAfterUndo(slug: string, turn: string, files: string[], config?: ProjectConfig): Promise<void> {
+    await this.checkpointQuietly(slug, turn, files, { undo: true, config });
   }
 
-  private async checkpointQuietly(slug: string, turn: string, files: string[], undo: boolean): Promise<void> {
+  /** `config`: the project's, when the caller read it already (the after-turn hook does). */
+  private async checkpointQuietly(slug: string, turn: string, files: string[], o: { undo: boolean; config: ProjectConfig | undefined }): Promise<void> {
     try {
-      const row = await this.d.row(slug);
-      const config = await this.d.config(row.project);
+      const row = await requireLive(this.ctx, slug);
+      const config = o.config ?? (await readConfig(this.ctx, row.project));
       if (!(config.git ?? DEFAULT_GIT_SETTINGS).checkpointAfterTurn) return;
-      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files, undo));
+      await this.checkpointNow(slug, await this.turnMessage(slug, turn, files, o.undo), config);
     } catch (e) {
-      this.d.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
+      this.ctx.log.warn({ slug, turn }, `checkpoint after ${turn} of ${slug} failed; the work stays in the worktree: ${reasonOf(e)}`);
     }
   }
 
@@ -321,7 +296,7 @@ export class GitFlow {
   private async turnMessage(slug: string, turn: string, files: string[], undo: boolean): Promise<string> {
     let subject = `grove: ${turn} of ${slug}`;
     try {
-      const file = join(this.d.paths.thread(slug), 'thread.jsonl');
+      const file = join(this.ctx.paths.thread(slug), 'thread.jsonl');
       if ((await stat(file)).size <= MAX_THREAD_BYTES) {
         for (const text of (await readFile(file, 'utf8')).split('\n')) {
           if (!text.includes(`"${turn}"`)) continue;
@@ -347,46 +322,45 @@ export class GitFlow {
     return `${head}\n${listed}${more}\n`;
   }
 
-  /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). */
-  private async checkpointNow(slug: string, message: string | undefined): Promise<CheckpointResponse> {
-    const row = await this.d.row(slug);
+  /** Under the slug's mutex, or the after-turn hook (see checkpointAfterTurn). `config`: the project's, if read already. */
+  private async checkpointNow(slug: string, message: string | undefined, config?: ProjectConfig): Promise<CheckpointResponse> {
+    const row = await requireLive(this.ctx, slug);
     if (row.state !== 'running' && row.state !== 'stopped') {
       throw new GroveError('invalid_state', `cannot checkpoint workspace "${slug}": it is ${row.state}`, { details: { slug, state: row.state } });
     }
-    const worktree = this.d.paths.worktree(row.project, row.name);
+    const worktree = this.ctx.paths.worktree(row.project, row.name);
     if (!existsSync(worktree)) {
       throw new GroveError('invalid_state', `workspace "${slug}" has no worktree; start it (POST /api/workspaces/${slug}/start) to bring it back`, { details: { slug } });
     }
-    const config = await this.d.config(row.project);
-    const who = config.git ?? DEFAULT_GIT_SETTINGS;
-    const repo = this.d.paths.repo(row.project);
-    const sandboxGit = this.d.paths.sandboxGit(slug);
-    const cp = await this.d.withLock(row.project, async () =>
+    const who = (config ?? (await readConfig(this.ctx, row.project))).git ?? DEFAULT_GIT_SETTINGS;
+    const repo = this.ctx.paths.repo(row.project);
+    const sandboxGit = this.ctx.paths.sandboxGit(slug);
+    const cp = await this.ctx.lock.withLock(row.project, async () =>
       checkpointWorktree(repo, {
         worktree,
         // The index the sandbox's git uses (its own git dir), else (a workspace not started since it got one) the host's
         // admin index, found from the host side: never through the worktree's .git, which the agent writes.
         indexPath: existsSync(sandboxGit) ? join(sandboxGit, 'index') : join(await worktreeAdminDir(repo, worktree), 'index'),
-        scratch: this.d.paths.scratchRoot,
+        scratch: this.ctx.paths.scratchRoot,
         branch: row.branch,
         message: message ?? `grove: checkpoint of ${slug}`,
         identity: { name: who.authorName, email: who.authorEmail },
-        owner: this.d.owner,
+        owner: this.o.owner,
       }),
     );
-    if (cp.embedded.length > 0) this.d.log.info({ slug, embedded: cp.embedded }, `the checkpoint of ${slug} leaves out embedded repositories (kept as the branch has them): ${cp.embedded.join(', ')}`);
-    if (cp.commit) await this.d.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
+    if (cp.embedded.length > 0) this.ctx.log.info({ slug, embedded: cp.embedded }, `the checkpoint of ${slug} leaves out embedded repositories (kept as the branch has them): ${cp.embedded.join(', ')}`);
+    if (cp.commit) await this.ctx.emit(slug, 'workspace.checkpoint', { workspaceId: row.id, branch: row.branch, commit: cp.commit, files: cp.files.length });
     return { commit: cp.commit, branch: row.branch, files: cp.files };
   }
 
   /** The workspace against its fork point: the worktree's content when it has one (checkpointed or not), else the branch. */
   async diff(slug: string, o: { maxBytes?: number } = {}): Promise<DiffResponse> {
-    const row = await this.d.row(slug, { gone: true });
-    const project = await this.d.project(row.project);
-    const repo = this.d.paths.repo(row.project);
-    const worktree = this.d.paths.worktree(row.project, row.name);
+    const row = await requireAny(this.ctx, slug);
+    const project = await requireProject(this.ctx, row.project);
+    const repo = this.ctx.paths.repo(row.project);
+    const worktree = this.ctx.paths.worktree(row.project, row.name);
     const live = row.state !== 'gone' && row.state !== 'failed' && existsSync(worktree);
-    return this.d.withLock(row.project, async () => {
+    return this.ctx.lock.withLock(row.project, async () => {
       const head = await resolveCommit(repo, `refs/heads/${row.branch}`);
       if (!head) throw new GroveError('not_found', `branch ${row.branch} of workspace "${slug}" does not exist`, { details: { slug } });
       const main = await resolveCommit(repo, `refs/heads/${project.defaultBranch}`);
@@ -398,7 +372,7 @@ export class GitFlow {
       // the primary (alternates): the diff is read there.
       let readFrom = repo;
       if (live) {
-        const objects = this.d.paths.workspaceObjects(row.slug);
+        const objects = this.ctx.paths.workspaceObjects(row.slug);
         await openStore(repo, objects, row.slug);
         const snap = await snapshotWorktree(repo, { worktree, parent: head, objects });
         uncommitted = !snap.unchanged;
@@ -417,28 +391,26 @@ export class GitFlow {
    * is checked before anything changes; a pull request that cannot be opened undoes the push when the push
    * created the remote branch, and publish.failed records the step, the reason and what was undone.
    */
-  async publish(slug: string, input: unknown = {}): Promise<PublishResponse> {
-    const req = parseOrThrow(publishRequestSchema, input ?? {}, { what: 'publish request' });
-    const first = await this.d.row(slug);
-    const project = await this.d.project(first.project);
-    const config = await this.d.config(first.project);
+  async publish(slug: string, req: PublishRequest = {}): Promise<PublishResponse> {
+    const first = await requireLive(this.ctx, slug);
+    const { project, config } = await loadProject(this.ctx, first.project);
     if (!config.forge) {
       throw new GroveError('not_configured', `project "${first.project}" has no forge to open pull requests on; add forge {kind, baseUrl, owner, repo} with PUT /api/projects/${first.project}/config`, {
         details: { missing: 'forge' },
       });
     }
-    if (!this.d.forgeToken) {
+    if (!this.o.forgeToken) {
       throw new GroveError('not_configured', 'the server has no forge token; set GROVE_FORGE_TOKEN in its environment and restart it', { details: { missing: 'token' } });
     }
-    const repo = this.d.paths.repo(first.project);
+    const repo = this.ctx.paths.repo(first.project);
     const origin = await originUrl(repo);
     if (!origin) throw new GroveError('not_configured', `project "${first.project}" has no remote (origin) to push to`, { details: { missing: 'remote' } });
-    const forge = createForge(config.forge, this.d.forgeToken);
-    return this.d.withSlug(slug, async () => {
-      const checkpoint = await this.checkpointNow(slug, req.message);
-      const row = await this.d.row(slug);
-      const commit = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${row.branch}`));
-      const main = await this.d.withLock(row.project, () => resolveCommit(repo, `refs/heads/${project.defaultBranch}`));
+    const forge = createForge(config.forge, this.o.forgeToken);
+    return this.ctx.slugs.run(slug, async () => {
+      const checkpoint = await this.checkpointNow(slug, req.message, config);
+      const row = await requireLive(this.ctx, slug);
+      const commit = await this.ctx.lock.withLock(row.project, () => resolveCommit(repo, `refs/heads/${row.branch}`));
+      const main = await this.ctx.lock.withLock(row.project, () => resolveCommit(repo, `refs/heads/${project.defaultBranch}`));
       if (!commit || !main) throw new GroveError('git_failed', `branch ${row.branch} or ${project.defaultBranch} is missing from the primary clone`);
       const { ahead } = await aheadBehind(repo, main, commit);
       if (ahead === 0) {
@@ -446,16 +418,16 @@ export class GitFlow {
       }
       const header = forge.gitAuthHeader(origin) ?? undefined;
       // The header carries the token base64-encoded: both forms are blanked out of anything git says.
-      const auth = { header, redact: [this.d.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])], sshCommand: this.d.sshCommand };
+      const auth = { header, redact: [this.o.forgeToken ?? '', ...(header ? [header.replace(/^Authorization: Basic /, '')] : [])], sshCommand: this.o.sshCommand };
       let pushed: PushResult;
       try {
         pushed = await pushBranch(repo, row.branch, auth);
       } catch (e) {
         const err = pushError(e, row.branch);
-        await this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'push', code: err.code, reason: err.message, pushed: false });
+        await this.ctx.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'push', code: err.code, reason: err.message, pushed: false });
         throw err;
       }
-      await this.d.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
+      await this.ctx.emit(slug, 'workspace.pushed', { workspaceId: row.id, branch: row.branch, commit, created: pushed.created, upToDate: pushed.upToDate });
       let pr: ForgePull;
       try {
         const known = row.prNumber ? await forge.getPullRequest(row.prNumber) : null;
@@ -479,12 +451,22 @@ export class GitFlow {
             undone = `could not delete the pushed branch: ${reasonOf(err)}`;
           }
         }
-        await this.d.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'pull-request', reason: reasonOf(e), pushed: true, undone });
+        await this.ctx.emit(slug, 'publish.failed', { workspaceId: row.id, step: 'pull-request', reason: reasonOf(e), pushed: true, undone });
         throw e;
       }
-      await this.d.savePullRequest(row.id, pr);
-      await this.d.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
+      await this.savePullRequest(row.id, pr);
+      await this.ctx.emit(slug, 'workspace.published', { workspaceId: row.id, forge: forge.kind, number: pr.number, url: pr.url, state: pr.state, head: row.branch, base: project.defaultBranch, commit });
       return { checkpoint, pushed: { branch: row.branch, commit }, pullRequest: { url: pr.url, number: pr.number, state: pr.state } };
     });
+  }
+
+  /** Stores the pull request; an open one also clears cleanupHeld (a re-publish starts over). */
+  private async savePullRequest(id: number, pr: PullRequest): Promise<void> {
+    await this.ctx.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) });
+  }
+
+  /** Why the watcher keeps this workspace after its pull request ended (null: nothing holds it). */
+  private async setCleanupHeld(id: number, reason: string | null): Promise<void> {
+    await this.ctx.store.update(id, { cleanupHeld: reason });
   }
 }

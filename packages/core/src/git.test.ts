@@ -10,18 +10,20 @@ import {
   defaultBranch,
   deleteBranchIfEmpty,
   ensureWorktree,
-  findEmbeddedRepos,
-  openStore,
   freshBranch,
   isBareRepo,
-  listRecoveryRefs,
   listWorktrees,
-  pendingWork,
   removeWorktree,
   resolveCommit,
-  saveWork,
   worktreeAdminDir,
 } from './git.ts';
+import { findEmbeddedRepos } from './git-snapshot.ts';
+import {
+  openStore,
+  listRecoveryRefs,
+  pendingWork,
+  saveWork,
+} from './git-store.ts';
 import { branches, git, makeSourceRepo } from './test-support/repo.ts';
 
 let tmp: string;

@@ -11,8 +11,9 @@ import type { GroveEvent } from '@grove/contracts';
 import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
-import type { Grove, GroveOptions } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
+import type { TestGroveOptions } from './test-support/test-grove.ts';
+import type { Grove } from './index.ts';
 import { branches, makeSourceRepo } from './test-support/repo.ts';
 import { volumesSupported } from './volume.ts';
 
@@ -98,9 +99,9 @@ function http(socketPath: string, opts: { method?: string; path: string; body?: 
   });
 }
 
-async function freshHome(over: Partial<GroveOptions> = {}): Promise<{ grove: Grove; home: string }> {
+async function freshHome(over: Partial<TestGroveOptions> = {}): Promise<{ grove: Grove; home: string }> {
   const home = mkdtempSync(join(tmp, 'home-'));
-  const grove = await createGrove({
+  const grove = await createTestGrove({
     home,
     driver: createDockerDriver({ instance: INSTANCE }),
     image: IMAGE,
@@ -262,7 +263,7 @@ describe('lifecycle with the Docker driver', () => {
     expect(ls(join(home, 'worktrees', 'demo'))).toEqual(['killed']);
     if (QUOTA) expect(mountsUnder(home)).toHaveLength(4); // its image, and its worktree, state and git dir binds
 
-    const grove = await createGrove({
+    const grove = await createTestGrove({
       home,
       driver: createDockerDriver({ instance: INSTANCE }),
       image: IMAGE,

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { isGroveError } from '@grove/contracts';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
 import { gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
@@ -19,7 +19,7 @@ let g: Grove;
 beforeEach(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'grove-core-tdp-'));
   driver = new FakeDriver();
-  g = await createGrove({ home: join(tmp, 'home'), driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500 });
+  g = await createTestGrove({ home: join(tmp, 'home'), driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500 });
   await g.addProject({ name: 'demo', source: makeSourceRepo(join(tmp, 'src')), createDefault: false });
 });
 afterEach(async () => {

@@ -718,7 +718,7 @@ describe('project config', () => {
     expect(stored()).toEqual({ git: { authorName: 'Ada' }, keepCheckoutOnClose: false, allowedPaths: ['docs/**'] });
 
     // Refused changes leave the file as it was.
-    await expect(g.patchProjectConfig('demo', { nope: 1 })).rejects.toMatchObject({ code: 'invalid_input' });
+    await expect(g.patchProjectConfig('demo', { nope: 1 } as never)).rejects.toMatchObject({ code: 'invalid_input' });
     await expect(g.patchProjectConfig('demo', { allowedPaths: [] })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/allowedPaths needs at least one glob/) as string });
     await expect(g.patchProjectConfig('ghost', { keepCheckoutOnClose: true })).rejects.toMatchObject({ code: 'project_not_found' });
     expect(stored()).toEqual({ git: { authorName: 'Ada' }, keepCheckoutOnClose: false, allowedPaths: ['docs/**'] });

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { chmod, mkdir, readdir } from 'node:fs/promises';
 import { basename, join, resolve } from 'node:path';
 import {
   DEFAULT_WORKSPACE_NAME,
@@ -12,82 +12,62 @@ import {
   parseOrThrow,
   parseRecoveryRef,
   parseSlug,
-  recoveryRefPrefix,
-  restoreRequestSchema,
   workspaceNameSchema,
-  egressPolicySchema,
-  projectSourceSchema,
   gitSshCommandSchema,
-  OVERLAY_MAX_BYTES,
-  overlayFilePathSchema,
-  putOverlayFileRequestSchema,
-  projectConfigPatchSchema,
-  sourceKind,
-  diskLevel,
 } from '@grove/contracts';
-import type { Capacity, DiskUsage, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
+import type { Capacity, EventType, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
-import { TEARDOWN_PREVIEW_MAX_FILES } from '@grove/contracts';
+import type { CheckpointRequest, ProjectConfigInput, ProjectConfigPatch, PublishRequest, PutOverlayFileRequest } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
-import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID } from '@grove/sandbox';
-import type { SandboxEvent, SandboxInfo, SandboxLimits, SandboxSpec } from '@grove/sandbox';
+import { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_UID, exitSummary } from '@grove/runtime';
+import type { RuntimeEvent, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from '@grove/runtime';
 import type { Logger } from 'pino';
-import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir, sleep } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, isNonEmptyDir, moveInto, reclaimTrees, removeDir } from './fsutil.ts';
 import { ensureSandboxGitDir } from './sandbox-git.ts';
 import {
-  defaultBranch as readDefaultBranch,
-  commitsBeyond,
   deleteBranchIfEmpty,
   ensureWorktree,
-  exportCommit,
-  restoreRef,
   freshBranch,
   isBareRepo,
-  listRecoveryRefs,
   listWorktrees,
-  pendingWork,
   prune,
-  recordOverlayPaths,
   removeWorktree,
   resolveCommit,
-  saveWork,
 } from './git.ts';
-import type { RecoveryRefEntry, SavedWork } from './git.ts';
-import { EgressGates, PROXY_ENV, defaultPolicy } from './egress.ts';
+import type { SavedWork } from './git-store.ts';
 import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
-import { cloneBareFrom, pullHeadRef, pullOfRef } from './remote.ts';
-import { getOverSocket, probeHealth } from './health.ts';
-import { TurnGuard, agentSandboxEnv, readProjectConfig, readStoredProjectConfig, writeProjectConfig } from './agents.ts';
-import { HostServices } from './host-services.ts';
-import { OVERLAY_MAX_FILES, captureOverlay, copyWritable, listOverlay, matchesAny, overlaySettings, prepareMountTargets, removeOverlayFile, writeOverlayFile } from './overlay.ts';
+import { pullHeadRef, pullOfRef } from './remote.ts';
+import { getOverSocket } from './health.ts';
+import { TurnGuard, agentSandboxEnv, readProjectConfig } from './agents.ts';
+import { copyWritable, prepareMountTargets } from './overlay.ts';
 import type { OverlayFile } from './overlay.ts';
-import { clearSnapshots, listTurns, revertsFromEvents, turnDiff } from './turn-snapshots.ts';
-import type { RevertRecord } from './turn-snapshots.ts';
-import { readLastMessage } from './thread-summary.ts';
-import { RepoLock } from './lock.ts';
-import { KeyedMutex } from './mutex.ts';
+import { clearSnapshots } from './turn-snapshots.ts';
+import type { RepoLock } from './lock.ts';
+import type { KeyedMutex } from './mutex.ts';
+import { createContext, invalidState, notFound, reasonOf, releasing, requireLive, requireProject } from './context.ts';
+import type { GroveContext } from './context.ts';
 import { createPaths, validProject, validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
 import { LIVE_STATES, capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
-import type { Registry, Release } from './registry.ts';
+import type { Registry } from './registry.ts';
 import { openRegistry } from './store.ts';
+import { DiskWatch } from './disks.ts';
+import * as queries from './queries.ts';
+import * as projects from './projects.ts';
+import * as egressPolicy from './egress-policy.ts';
+import * as savedWork from './saved-work.ts';
+import type { SaveTarget } from './saved-work.ts';
+import * as turns from './turns.ts';
 import { Volumes, volumesSupported } from './volume.ts';
 import type { VolumeTargets } from './volume.ts';
 import type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 
-export const DEFAULT_LIMITS: SandboxLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
-const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
-const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
+export const DEFAULT_LIMITS: WorkspaceLimits = { memoryBytes: 512 * 1024 * 1024, nanoCpus: 1_000_000_000, pids: 256 };
 /** Scheduled fetch of every project and the pull-request watcher (docs/git-flow.md). */
 const DEFAULT_WATCH_INTERVAL_MS = 5 * 60_000;
-/** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
-const ACTIVITY_WRITE_MS = 5_000;
-const HEALTH_POLL_MS = 50;
-/** Check whether the container died every this many health polls (fail fast instead of waiting out the timeout). */
-const INSPECT_EVERY = 5;
 const OWNER = { uid: SANDBOX_UID, gid: SANDBOX_GID };
 /** The backend's user (root in the container): owner of the run and thread dirs and of every host socket there. */
 const BACKEND = { uid: BACKEND_UID, gid: BACKEND_GID };
@@ -96,8 +76,6 @@ const MAX_SOCKET_PATH_BYTES = 107;
 /** The idle sweep runs every half idle period, within these bounds. */
 const IDLE_SWEEP_MIN_MS = 50;
 const IDLE_SWEEP_MAX_MS = 60_000;
-/** How often the disk quota of running workspaces is read, so workspace.disk_full is recorded when it fills. */
-const DEFAULT_DISK_WATCH_MS = 15_000;
 
 type Step = 'worktree' | 'dirs' | 'egress' | 'image' | 'container' | 'health' | 'register';
 
@@ -115,31 +93,6 @@ interface Undo {
   volume: boolean;
 }
 
-/** Run fn, then end the hold (a Release never rejects). */
-async function releasing<T>(release: Release, fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } finally {
-    await release();
-  }
-}
-
-function reasonOf(e: unknown): string {
-  if (e instanceof Error) return e.message;
-  return String(e);
-}
-
-function notFound(slug: string): GroveError {
-  return new GroveError('workspace_not_found', `no workspace "${slug}"`, { details: { slug } });
-}
-
-function invalidState(row: WorkspaceRow, action: string): GroveError {
-  const why = row.state === 'failed' && row.failureReason ? ` (${row.failureReason}); tear it down and fork again` : '';
-  return new GroveError('invalid_state', `cannot ${action} workspace "${row.slug}": it is ${row.state}${why}`, {
-    details: { slug: row.slug, state: row.state },
-  });
-}
-
 /** spawn_failed for everything except an unreachable Docker engine, which keeps its own 503 code. */
 function spawnError(e: unknown, reason: string, details: Record<string, unknown>): GroveError {
   const code = isGroveError(e) && e.code === 'docker_unavailable' ? 'docker_unavailable' : 'spawn_failed';
@@ -155,90 +108,63 @@ function parseForkRequest(req: unknown): ForkRequest {
   return parseOrThrow(forkRequestSchema, req, { what: 'fork request' });
 }
 
-function validSource(source: unknown): string {
-  // A relative path that exists is made absolute first; then the same rules as POST /api/projects
-  // (no leading "-", no control characters, only path, file, http(s) and ssh sources).
-  const s = typeof source === 'string' && !source.startsWith('-') && !source.includes('\0') && !source.includes('://') && existsSync(source) ? resolve(source) : source;
-  return parseOrThrow(projectSourceSchema, s, { what: 'project source' });
-}
-
-/** "exited with code 137 (out of memory)": how a dead sandbox ended, for reasons users read. */
-function exitSummary(info: { exitCode: number | null; oomKilled?: boolean }): string {
-  const code = info.exitCode === null ? '' : ` with code ${info.exitCode}`;
-  return `exited${code}${info.oomKilled ? ' (out of memory)' : ''}`;
-}
-
 class GroveImpl implements Grove {
+  /** What every part of the hub shares (context.ts); the parts below take it instead of calling back into this class. */
+  private readonly ctx: GroveContext;
+  private readonly opts: GroveOptions;
+  private readonly paths: GrovePaths;
+  private readonly store: Registry;
   private readonly lock: RepoLock;
   /** One lifecycle operation per workspace at a time in this process. */
-  private readonly slugs = new KeyedMutex();
+  private readonly slugs: KeyedMutex;
   private readonly inflight = new Map<string, { abort: AbortController; task: Promise<unknown> }>();
-  private readonly listeners = new Set<(e: GroveEvent) => void>();
-  private readonly activity = new Map<string, number>();
-  private readonly touches = new Set<Promise<void>>();
-  private readonly healthTimeoutMs: number;
-  private readonly limits: SandboxLimits;
+  private readonly activity: Map<string, number>;
+  private readonly limits: WorkspaceLimits;
   private readonly log: Logger;
-  /** host.sock (after-turn hook) and provider.sock (credential relay) of every workspace with a container. */
-  private readonly host: HostServices;
+  /** Where workspaces run: their sandboxes, egress gates, host sockets and readiness (@grove/runtime). */
+  private readonly runtime: WorkspaceRuntime;
   private readonly guard: TurnGuard;
   /** Stops following the engine's sandbox events; set once reconcile has run. */
   private unwatch: (() => void) | null = null;
-  /** The egress gate of every workspace with a container, in this process. */
-  private readonly gates: EgressGates;
   /** Checkpoints, diff, fetch before fork and publish (docs/git-flow.md). */
   private readonly flow: GitFlow;
-  private closed = false;
+  /** The pull-request watcher's timer (once reconcile has run) and its pass in progress. */
+  private watchTimer: NodeJS.Timeout | null = null;
+  private watching: Promise<WatchResult> | null = null;
   private readonly idleTimer: NodeJS.Timeout | null = null;
   private sweeping = false;
   /** Per-workspace disk images (the disk and inode quota); null when no quota applies. */
   private readonly volumes: Volumes | null = null;
-  /** Slugs whose disk was full at the last look: workspace.disk_full is recorded once per crossing. */
-  private readonly diskFull = new Set<string>();
-  private readonly diskTimer: NodeJS.Timeout | null = null;
+  /** Disk usage for the API and workspace.disk_full. */
+  private readonly disks: DiskWatch;
 
-  constructor(
-    private readonly opts: GroveOptions,
-    private readonly paths: GrovePaths,
-    private readonly store: Registry,
-  ) {
+  constructor(ctx: GroveContext) {
+    this.ctx = ctx;
+    const { opts, paths } = ctx;
+    this.opts = opts;
+    this.paths = paths;
+    this.store = ctx.store;
+    this.lock = ctx.lock;
+    this.slugs = ctx.slugs;
+    this.activity = ctx.activity;
     this.log = opts.logger;
-    this.healthTimeoutMs = opts.healthTimeoutMs ?? DEFAULT_HEALTH_TIMEOUT_MS;
+    this.runtime = opts.runtime;
     this.limits = { ...DEFAULT_LIMITS, ...opts.limits };
     if (!canChown() && process.getuid?.() !== SANDBOX_UID) {
       this.log.warn({ uid: process.getuid?.(), sandboxUid: SANDBOX_UID }, 'not running as root: worktrees cannot be handed to the sandbox uid, which may not be able to write them');
     }
     const owner = canChown() ? OWNER : null;
-    this.guard = new TurnGuard({
-      paths,
-      log: opts.logger,
-      withLock: (project, fn) => this.lock.withLock(project, fn),
-      emit: (slug, type, data) => this.emit(slug, type, data),
-      live: (slug) => this.store.live(slug),
+    this.flow = new GitFlow(ctx, {
+      forgeToken: opts.forgeToken ?? null,
+      sshCommand: opts.gitSshCommand != null ? parseOrThrow(gitSshCommandSchema, opts.gitSshCommand, { what: 'gitSshCommand (GROVE_GIT_SSH_COMMAND)' }) : null,
       owner,
-      afterSnapshot: (slug, turn, files) => this.flow.checkpointAfterTurn(slug, turn, files),
-      afterUndo: (slug, turn, files) => this.flow.checkpointAfterUndo(slug, turn, files),
     });
-    this.host = new HostServices({
-      logger: opts.logger,
+    // The checkpoint after a turn (and after an undo) is git flow's: the guard is handed it, not a way back into the hub.
+    this.guard = new TurnGuard(ctx, { owner, checkpoints: this.flow });
+    this.runtime.bind({
       runDir: (slug) => paths.run(slug),
       onTurnEnded: (slug, req) => this.guard.onTurnEnded(slug, req),
-      providerRelay: opts.providerRelay && { upstream: new URL(opts.providerRelay.upstream), apiKey: opts.providerRelay.apiKey },
-      // Only the backend (root in the sandbox) connects; the run dir is 0700 and the sockets 0660 root's.
-      ...(owner ? { socketOwner: BACKEND } : {}),
-    });
-    this.lock = new RepoLock({
-      dir: paths.locksRoot,
-      fileFor: (project) => paths.lockFile(project),
-      timeoutMs: opts.gitLockTimeoutMs ?? DEFAULT_GIT_LOCK_TIMEOUT_MS,
-      logger: opts.logger,
-    });
-    this.gates = new EgressGates({
-      logger: opts.logger,
-      socketPath: (slug) => paths.egressSocket(slug),
       emit: (slug, type, data) => this.emitSoon(slug, type, data),
-      options: opts.egress,
-      ...(owner ? { socketOwner: BACKEND } : {}),
     });
     const idle = opts.idleStopMs ?? 0;
     if (idle > 0) {
@@ -251,181 +177,58 @@ class GroveImpl implements Grove {
       const ok = volumesSupported();
       if (ok.ok) {
         this.volumes = new Volumes({ paths, quota: opts.diskQuota, owner });
-        this.diskTimer = setInterval(() => void this.watchDisks(), opts.diskWatchMs ?? DEFAULT_DISK_WATCH_MS);
-        this.diskTimer.unref();
       } else {
         this.log.warn({ reason: ok.reason }, `no disk quota for workspaces: ${ok.reason}`);
       }
     }
-    this.flow = new GitFlow({
-      paths,
-      log: opts.logger,
-      withLock: (project, fn) => this.lock.withLock(project, fn),
-      withSlug: (slug, fn) => this.slugs.run(slug, fn),
-      emit: (slug, type, data) => this.emit(slug, type, data),
-      config: (project) => readProjectConfig(paths.projectConfig(project)),
-      project: (name) => this.requireProject(name),
-      row: async (slug, o) => {
-        if (!o?.gone) return this.requireLive(slug);
-        validSlug(slug);
-        const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-        if (!row) throw notFound(slug);
-        return row;
-      },
-      savePullRequest: async (id, pr) => void (await this.store.update(id, { prUrl: pr.url, prNumber: pr.number, prState: pr.state, ...(pr.state === 'open' ? { cleanupHeld: null } : {}) })),
-      setCleanupHeld: async (id, reason) => void (await this.store.update(id, { cleanupHeld: reason })),
-      forgeToken: opts.forgeToken ?? null,
-      sshCommand: opts.gitSshCommand != null ? parseOrThrow(gitSshCommandSchema, opts.gitSshCommand, { what: 'gitSshCommand (GROVE_GIT_SSH_COMMAND)' }) : null,
-      owner,
-      liveRows: () => this.store.rows({ states: LIVE_STATES }),
-      projects: () => this.store.projects(),
-      teardown: (slug) => this.teardown(slug),
-    });
+    this.disks = new DiskWatch(ctx, this.volumes);
   }
 
-  // ---- queries ----
+  // ---- queries (queries.ts) ----
 
   async listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>> {
-    return (await this.store.projects()).map((p) => ({ name: p.name, defaultBranch: p.defaultBranch, createdAt: p.createdAt }));
+    return queries.listProjects(this.ctx);
   }
 
   async list(filter: { project?: string; includeGone?: boolean } = {}): Promise<{ workspaces: Workspace[]; capacity: Capacity }> {
-    const project = filter.project === undefined ? undefined : validProject(filter.project);
-    const { rows, positions, capacity } = await this.store.listing({ project }, this.opts.maxRunning);
-    let shown = rows;
-    if (!filter.includeGone) {
-      // Live rows, plus a failed attempt while it is the newest row of its slug (the card that explains the failure).
-      const newest = new Map<string, WorkspaceRow>();
-      for (const r of rows) newest.set(r.slug, r);
-      shown = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state) || (r.state === 'failed' && newest.get(r.slug) === r));
-    }
-    const disks = await this.disksOf(shown);
-    return { workspaces: shown.map((r) => ({ ...toWorkspace(r, positions.get(r.id) ?? null), disk: disks.get(r.slug) ?? null })), capacity };
+    return queries.list(this.ctx, this.disks, filter);
   }
 
   async capacity(): Promise<Capacity> {
-    return this.store.capacity(this.opts.maxRunning);
+    return queries.capacity(this.ctx);
   }
 
   async get(slug: string): Promise<Workspace> {
-    validSlug(slug);
-    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-    if (!row) throw notFound(slug);
-    return { ...(await this.view(row)), disk: (await this.disksOf([row])).get(slug) ?? null };
+    return queries.get(this.ctx, this.disks, slug);
   }
 
-  /** The API shape of a row, with its place in the line when it is queued. */
   private async view(row: WorkspaceRow): Promise<Workspace> {
-    return toWorkspace(row, row.state === 'queued' ? ((await this.store.queuePositions()).get(row.id) ?? null) : null);
+    return queries.view(this.ctx, row);
   }
 
   async lastMessage(slug: string): Promise<LastMessage | null> {
-    validSlug(slug);
-    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-    if (!row) throw notFound(slug);
-    // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
-    if (row.state === 'gone') return null;
-    return readLastMessage(this.paths.thread(slug));
+    return queries.lastMessage(this.ctx, slug);
   }
 
   async events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {
-    if (query.slug !== undefined) validSlug(query.slug);
-    return this.store.events(query);
+    return queries.events(this.ctx, query);
   }
 
   onEvent(listener: (e: GroveEvent) => void): () => void {
-    this.listeners.add(listener);
-    return () => {
-      this.listeners.delete(listener);
-    };
+    return this.ctx.onEvent(listener);
   }
 
   async socketFor(slug: string): Promise<string> {
-    validSlug(slug);
-    // Once per proxied request: route() is the prepared statement on SQLite, a short-lived cache on PostgreSQL.
-    const row = await this.store.route(slug);
-    if (!row) throw notFound(slug);
-    if (row.state !== 'running') {
-      const hint =
-        row.state === 'stopped'
-          ? `reopen it with POST /api/workspaces/${slug}/start or \`grove start ${slug}\``
-          : row.state === 'creating'
-            ? `it is starting; try again in a moment (or POST /api/workspaces/${slug}/start once it is stopped)`
-            : row.state === 'queued'
-              ? `it waits in line for a sandbox slot (#${(await this.store.queuePositions()).get(row.id) ?? '?'}); it starts when a slot frees`
-              : 'it is being torn down';
-      throw new GroveError('workspace_stopped', `workspace "${slug}" is ${row.state}: ${hint}`, { details: { slug, state: row.state } });
-    }
-    const now = Date.now();
-    if (now - (this.activity.get(slug) ?? 0) >= ACTIVITY_WRITE_MS) {
-      this.activity.set(slug, now);
-      // Not awaited: a request never waits for the activity write (the in-memory time above is what idle stop reads first).
-      const write = this.store
-        .touch(row.id, new Date(now).toISOString())
-        .catch((err: unknown) => this.log.warn({ err, slug }, `could not record activity of ${slug}: ${reasonOf(err)}`))
-        .finally(() => this.touches.delete(write));
-      this.touches.add(write); // close() lets these land before it closes the registry
-    }
-    return this.paths.socket(slug);
+    return queries.socketFor(this.ctx, slug);
   }
 
   // ---- projects ----
 
   async addProject(o: AddProjectOptions): Promise<Project> {
     this.assertOpen();
-    const name = validProject(o.name);
-    const source = validSource(o.source);
-    if (o.failIfExists && (await this.store.project(name))) {
-      throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
-    }
-    // Checked (and written, when given) before anything else: an unknown agent provider or a bad glob
-    // is refused when the project is registered, not at its first turn.
-    const configFile = this.paths.projectConfig(name);
-    const hadConfig = existsSync(configFile);
-    if (o.config !== undefined) await writeProjectConfig(configFile, o.config);
-    else await readProjectConfig(configFile);
-    const repo = this.paths.repo(name);
-    let registered: { project: ProjectRow; existing: ProjectRow | undefined };
-    try {
-      registered = await this.lock.withLock(name, async () => {
-        const existing = await this.store.project(name);
-        // Again under the lock: of two concurrent requests for one name, the second is refused.
-        if (o.failIfExists && existing) {
-          throw new GroveError('project_exists', `project "${name}" already exists; pick another name or use it as it is`, { details: { project: name } });
-        }
-        // A clone no project owns (left by a crash before registration) may be of another source: clone afresh.
-        if (!(await isBareRepo(repo)) || !existing) {
-          if (existsSync(repo)) {
-            this.log.warn({ project: name }, 'replacing a directory that is not the clone of a registered project');
-            await rm(repo, { recursive: true, force: true });
-          }
-          const t0 = Date.now();
-          await cloneBareFrom(source, repo, { sshCommand: this.flow.sshCommand });
-          this.log.info({ project: name, source, ms: Date.now() - t0 }, 'cloned project (bare)');
-          if (sourceKind(source) === 'path') await this.captureOverlay(name, source);
-        }
-        let defaultBranch: string;
-        try {
-          defaultBranch = await readDefaultBranch(repo);
-        } catch (e) {
-          // An empty repository cannot be forked from: refuse it and leave nothing behind.
-          if (!existing) await rm(repo, { recursive: true, force: true });
-          throw new GroveError('invalid_input', `${source} has no commits on its default branch; push a first commit, then add it`, { cause: e });
-        }
-        // Registered under the lock, so a concurrent add of the same name sees it.
-        return { project: await this.store.ensureProject({ name, source, defaultBranch, createdAt: nowIso() }), existing };
-      });
-    } catch (e) {
-      if (!hadConfig && o.config !== undefined && !(await this.store.project(name))) await rm(configFile, { force: true });
-      throw e;
-    }
-    const { project, existing } = registered;
-    if (existing && existing.source !== source) {
-      this.log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
-    }
-    if (!existing) await this.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
+    const { project } = await projects.registerProject(this.ctx, o, { sshCommand: this.flow.sshCommand });
     const shape: Project = { name: project.name, defaultBranch: project.defaultBranch, createdAt: project.createdAt };
-    if (o.createDefault === false || (await this.store.live(name))) return shape;
+    if (o.createDefault === false || (await this.store.live(project.name))) return shape;
     try {
       await this.create({ project, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: true });
     } catch (e) {
@@ -436,38 +239,13 @@ class GroveImpl implements Grove {
     return shape;
   }
 
-  /**
-   * A project added from a local checkout takes the overlay files found there (docs/git-flow.md). Never fatal:
-   * the project works without them. Call under the repository lock, after the clone.
-   */
-  private async captureOverlay(project: string, checkout: string): Promise<void> {
-    try {
-      const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
-      const dir = this.paths.overlay(project);
-      await rm(dir, { recursive: true, force: true });
-      const r = await captureOverlay({ checkout, repo: this.paths.repo(project), dir, settings });
-      await recordOverlayPaths(this.paths.repo(project), (await listOverlay(dir, settings)).map((f) => f.path));
-      if (r.captured.length || r.skipped.length) this.log.info({ project, captured: r.captured, skipped: r.skipped }, 'overlay files taken from the checkout');
-    } catch (e) {
-      this.log.warn({ err: e, project }, 'could not take the overlay files from the checkout; the project has none');
-    }
-  }
-
-  /**
-   * The project's overlay files as they stand, their paths recorded in the repository so no snapshot carries
-   * them (git.ts, dropOverlayEntries). Call under the repository lock.
-   */
+  /** The project's overlay files (projects.ts), its config read again: the fork path's reads are the lifecycle's to fold. */
   private async currentOverlay(project: string): Promise<OverlayFile[]> {
-    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
-    const files = await listOverlay(this.paths.overlay(project), settings);
-    await recordOverlayPaths(this.paths.repo(project), files.map((f) => f.path));
-    return files;
+    return projects.currentOverlay(this.ctx, project, await projects.readConfig(this.ctx, project));
   }
 
   private async requireProject(name: string): Promise<ProjectRow> {
-    const p = await this.store.project(name);
-    if (!p) throw new GroveError('project_not_found', `no project "${name}"; add it first`, { details: { project: name } });
-    return p;
+    return requireProject(this.ctx, name);
   }
 
   // ---- fork ----
@@ -515,7 +293,7 @@ class GroveImpl implements Grove {
       );
     }
     // Fail before reserving anything when Docker is down (503, nothing to undo).
-    await this.opts.driver.ping();
+    await this.runtime.ping();
     // Cheap early answers, so refused forks do not queue on the repository lock below (the transaction
     // in reserveNew is what actually decides).
     if (await this.store.live(slug)) throw new GroveError('workspace_exists', `workspace "${slug}" already exists`, { details: { slug } });
@@ -567,7 +345,7 @@ class GroveImpl implements Grove {
     if (this.closed || (await this.store.capacity(this.opts.maxRunning)).queued === 0) return;
     try {
       // With Docker down every promoted fork would fail: the line waits (reconcile promotes once it is back).
-      await this.opts.driver.ping();
+      await this.runtime.ping();
     } catch (e) {
       this.log.warn({ err: e }, 'queue.waiting: docker unavailable, the line keeps waiting');
       return;
@@ -671,8 +449,8 @@ class GroveImpl implements Grove {
   }
 
   /**
-   * The steps fork and start share once the worktree and dirs are ready: egress gate, image, container,
-   * health, then creating -> running. `at` records the current step for the caller's failure report.
+   * The steps fork and start share once the worktree and dirs are ready: the runtime's start (egress gate, image,
+   * container, health), then creating -> running. `at` records the current step for the caller's failure report.
    */
   private async bringUp(
     reserved: WorkspaceRow,
@@ -681,19 +459,17 @@ class GroveImpl implements Grove {
     at: (step: Step) => void,
   ): Promise<{ running: WorkspaceRow; containerId: string }> {
     let row = reserved;
-    at('egress');
-    await this.gates.ensure(row.slug, await this.policyOf(row));
-
-    at('image');
-    await this.requireImage();
-
-    at('container');
-    const info = await this.ensureSandbox(row);
-    row = (await this.store.update(row.id, { containerId: info.id })) ?? row;
+    // What the sandbox is given is read and prepared on the host first (config, overlay targets, policy).
+    const spec = await this.spec(row);
     this.checkAbort(signal);
-
-    at('health');
-    await this.waitHealthy(row.slug, signal);
+    const info = await this.runtime.start(spec, {
+      signal,
+      onStep: at,
+      onSandbox: async (sandbox) => {
+        await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: sandbox.id, image: sandbox.image, ms: sandbox.ms });
+        row = (await this.store.update(row.id, { containerId: sandbox.id })) ?? row;
+      },
+    });
 
     at('register');
     const running = await this.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
@@ -714,7 +490,8 @@ class GroveImpl implements Grove {
         return false;
       }
     };
-    await attempt('remove container', () => this.opts.driver.remove(row.slug));
+    // The sandbox with its gate and host listeners (the runtime ends those even when the removal fails).
+    await attempt('remove container', () => this.runtime.remove(row.slug));
     let worktreeGone = true;
     if (undo.worktree) {
       worktreeGone = await attempt('remove worktree', () =>
@@ -727,8 +504,6 @@ class GroveImpl implements Grove {
         }),
       );
     }
-    await attempt('stop egress gate', () => this.gates.close(row.slug));
-    await attempt('stop host listeners', () => this.host.close(row.slug));
     await attempt('remove run, state and sandbox git dirs', async () => {
       await removeDir(this.paths.run(row.slug));
       await removeDir(this.paths.state(row.slug));
@@ -770,9 +545,7 @@ class GroveImpl implements Grove {
       if (cur.state !== 'running') throw invalidState(cur, 'stop');
       const t0 = Date.now();
       const agentSessionId = await this.agentSession(slug);
-      await this.opts.driver.stop(slug);
-      await this.host.close(slug);
-      await this.gates.close(slug);
+      await this.runtime.stop(slug);
       const done = await this.store.update(cur.id, { state: 'stopped', ...(agentSessionId ? { agentSessionId } : {}) }, 'running');
       if (!done) throw invalidState((await this.store.byId(cur.id)) ?? cur, 'stop');
       await this.emit(slug, 'workspace.stopped', { workspaceId: cur.id, ms: Date.now() - t0, ...(reason ? { reason } : {}), ...(agentSessionId ? { agentSessionId } : {}) });
@@ -830,7 +603,7 @@ class GroveImpl implements Grove {
     if (row.state === 'running') return toWorkspace(row);
     if (row.state === 'queued' && opts.queue) return this.view(row);
     if (row.state !== 'stopped') throw invalidState(row, 'start');
-    await this.opts.driver.ping();
+    await this.runtime.ping();
     if (opts.queue) {
       const queued = await this.store.queueStart(row.id, this.opts.maxRunning);
       if (queued) {
@@ -871,9 +644,6 @@ class GroveImpl implements Grove {
 
       step = 'dirs';
       await this.prepareDirs(slug, { fresh: false });
-      const before = await this.opts.driver.inspect(slug);
-      // A socket file left by the previous run would only refuse connections; remove it so health waits for the new one.
-      if (!before?.running) await rm(this.paths.socket(slug), { force: true });
 
       const { running, containerId } = await this.bringUp(row, signal, 'started', (s) => (step = s));
       await this.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
@@ -883,12 +653,10 @@ class GroveImpl implements Grove {
       this.log.error({ err: e, slug, step }, `start of ${slug} failed at ${step}: ${reason}`);
       try {
         // The container holds no state of its own (everything is mounted), so a broken one is simply removed.
-        await this.opts.driver.remove(slug);
+        await this.runtime.remove(slug);
       } catch (err) {
         this.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
-      await this.gates.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the egress gate after a failed start'));
-      await this.host.close(slug).catch((err: unknown) => this.log.warn({ err, slug }, 'could not stop the host listeners after a failed start'));
       await this.store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       await this.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void this.promoteQueue(); // the slot this start held is free again
@@ -940,19 +708,17 @@ class GroveImpl implements Grove {
     await this.emit(slug, 'workspace.teardown', { workspaceId: row.id, from });
     // Stopped first so the saved work is final; saved before anything is removed, so a crash from here on loses
     // nothing (a re-run, e.g. reconcile finishing this teardown, finds the same work and reuses its ref).
-    await this.opts.driver.stop(slug);
+    await this.runtime.stop(slug);
     const { project, name } = row;
     const saved = await this.lock.withLock(project, () => this.saveBeforeRemoval(row, 'teardown'));
-    await this.opts.driver.remove(slug);
+    await this.runtime.remove(slug);
     await this.lock.withLock(project, () => removeWorktree(this.paths.repo(project), this.paths.worktree(project, name)));
-    await this.gates.close(slug);
-    await this.host.close(slug);
     await removeDir(this.paths.run(slug));
     await removeDir(this.paths.sandboxGit(slug));
     const archive = await this.archive(slug, ['thread', 'state']);
     // The disk image last: its worktree was saved and removed, its state archived.
     await this.volumes?.destroy(slug);
-    this.diskFull.delete(slug);
+    this.disks.forget(slug);
     const gone = (await this.store.update(row.id, { state: 'gone', containerId: null })) ?? row;
     this.activity.delete(slug);
     await this.emit(slug, 'workspace.cleaned', { workspaceId: row.id, branch: row.branch, archive, recoveryRef: saved?.ref ?? null, ms: Date.now() - t0 });
@@ -960,156 +726,54 @@ class GroveImpl implements Grove {
     return toWorkspace(gone);
   }
 
-  /** What a teardown of slug would keep and remove, read now (the confirmation dialog asks before it tears down). */
   async teardownPreview(slug: string): Promise<TeardownPreview> {
-    validSlug(slug);
-    const row = (await this.store.live(slug)) ?? (await this.store.latest(slug));
-    if (!row || row.state === 'gone') throw notFound(slug);
-    const repo = this.paths.repo(row.project);
-    const worktree = this.paths.worktree(row.project, row.name);
-    // Under the repository lock, like the save itself: the snapshot's temporary index and objects stay out of a git write's way.
-    const pending = await this.lock.withLock(row.project, () =>
-      pendingWork(repo, { slug, objects: this.paths.workspaceObjects(slug), worktree, parent: `refs/heads/${row.branch}`, limit: TEARDOWN_PREVIEW_MAX_FILES }),
-    );
-    return {
-      slug,
-      branch: row.branch,
-      baseRef: row.baseRef,
-      commitsAhead: await commitsBeyond(repo, row.branch, row.baseRef),
-      uncommitted: { total: pending.total, files: pending.files },
-      recoveryRef: pending.ref,
-      removes: { sandbox: row.containerId !== null || row.state === 'running' || row.state === 'stopped', worktree: existsSync(worktree) },
-    };
+    return savedWork.teardownPreview(this.ctx, slug);
   }
 
-  /**
-   * Save what a worktree holds beyond its branch (or `parent`) to the slug's next recovery ref before it is
-   * removed, and record it (workspace.saved). Call under the project's repository lock. Throws when the work
-   * cannot be saved, so the caller keeps the worktree: removing it then would lose the work.
-   */
-  private async saveBeforeRemoval(
-    w: { slug: string; project: string; name: string; id?: number; branch?: string; parent?: string | null },
-    reason: string,
-  ): Promise<SavedWork | null> {
-    const parent = w.parent !== undefined ? w.parent : w.branch ? `refs/heads/${w.branch}` : null;
-    const saved = await saveWork(this.paths.repo(w.project), {
-      slug: w.slug,
-      objects: this.paths.workspaceObjects(w.slug),
-      worktree: this.paths.worktree(w.project, w.name),
-      parent,
-      message: `grove: uncommitted work of ${w.slug}, saved before ${reason}\n\nRestore it as a new workspace: POST /api/workspaces/${w.slug}/restore {"name": "..."}\n`,
-    });
-    if (saved?.embedded.length) this.log.warn({ slug: w.slug, embedded: saved.embedded }, `saved work of ${w.slug} leaves out embedded repositories (never entered): ${saved.embedded.join(', ')}`);
-    if (saved) {
-      await this.emit(w.slug, 'workspace.saved', { ...(w.id === undefined ? {} : { workspaceId: w.id }), reason, ref: saved.ref, commit: saved.commit, reused: saved.reused });
-    }
-    return saved;
+  /** Save a worktree's uncommitted work before it is removed (saved-work.ts). Under the project's repository lock. */
+  private async saveBeforeRemoval(w: SaveTarget, reason: string): Promise<SavedWork | null> {
+    return savedWork.saveBeforeRemoval(this.ctx, w, reason);
   }
 
   // ---- egress ----
 
-  /** The project default: the server's rules plus the project's own (`egress` in its config). */
-  private async defaultPolicy(project: string): Promise<EgressPolicy> {
-    // An unreadable config is refused at fork and start; here it only means "no project rules".
-    const config = await readProjectConfig(this.paths.projectConfig(project)).catch((): ProjectConfig => ({}));
-    return defaultPolicy({ server: this.opts.egress?.defaultRules, project: config.egress?.rules });
-  }
-
+  /** The policy a workspace's gate enforces (egress-policy.ts). */
   private async policyOf(row: WorkspaceRow): Promise<EgressPolicy> {
-    // Stored rows were validated when written; parsing again keeps a hand-edited database from widening a gate.
-    const stored = row.egressPolicy === null ? null : egressPolicySchema.safeParse(row.egressPolicy);
-    if (stored?.success) return stored.data;
-    if (stored) this.log.error({ slug: row.slug }, 'stored egress policy is invalid; using the project default');
-    return this.defaultPolicy(row.project);
+    return egressPolicy.policyOf(this.ctx, row);
   }
 
   async egress(slug: string, opts: { limit?: number } = {}): Promise<EgressResponse> {
-    const row = await this.requireLive(slug);
-    const decisions = await this.store.recentEvents(slug, ['egress.allowed', 'egress.denied'], Math.min(Math.max(opts.limit ?? 50, 1), 500));
-    return { policy: await this.policyOf(row), source: row.egressPolicy === null ? 'default' : 'workspace', decisions };
+    return egressPolicy.egress(this.ctx, slug, opts);
   }
 
-  async setEgressPolicy(slug: string, input: unknown): Promise<EgressPolicy> {
+  async setEgressPolicy(slug: string, policy: EgressPolicy): Promise<EgressPolicy> {
     this.assertOpen();
-    const policy = parseOrThrow(egressPolicySchema, input, { what: 'egress policy' });
-    const row = await this.requireLive(slug);
-    return this.slugs.run(slug, async () => {
-      const cur = await this.store.byId(row.id);
-      if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
-      const before = await this.policyOf(cur);
-      await this.store.update(cur.id, { egressPolicy: policy });
-      await this.gates.setPolicy(slug, policy);
-      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug) });
-      return policy;
-    });
+    return egressPolicy.setEgressPolicy(this.ctx, this.runtime, slug, policy);
   }
 
-  /** Back to the project default (which then follows the server's and the project's configuration), applied at once. */
   async resetEgressPolicy(slug: string): Promise<EgressPolicy> {
     this.assertOpen();
-    const row = await this.requireLive(slug);
-    return this.slugs.run(slug, async () => {
-      const cur = await this.store.byId(row.id);
-      if (!cur || !(LIVE_STATES as readonly string[]).includes(cur.state)) throw notFound(slug);
-      const before = await this.policyOf(cur);
-      const policy = await this.defaultPolicy(cur.project);
-      await this.store.update(cur.id, { egressPolicy: null });
-      await this.gates.setPolicy(slug, policy);
-      await this.emit(slug, 'egress.policy', { workspaceId: cur.id, before: before.rules, after: policy.rules, applied: this.gates.running(slug), reset: true });
-      return policy;
-    });
+    return egressPolicy.resetEgressPolicy(this.ctx, this.runtime, slug);
   }
 
-  // ---- saved work ----
+  // ---- saved work (saved-work.ts) ----
 
   async savedWork(slug: string): Promise<Array<{ ref: string; n: number; commit: string }>> {
-    validSlug(slug);
-    const { project } = parseSlug(slug);
-    await this.requireProject(project);
-    return this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug, this.paths.workspaceObjects(slug)));
+    return savedWork.savedWork(this.ctx, slug);
   }
 
   async restore(slug: string, req: RestoreRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     this.assertOpen();
-    validSlug(slug);
-    parseOrThrow(workspaceNameSchema, (req as { name?: unknown } | null)?.name, { what: 'workspace name', code: 'invalid_name' });
-    req = parseOrThrow(restoreRequestSchema, req, { what: 'restore request' });
-    const { project } = parseSlug(slug);
-    await this.requireProject(project);
-    const saved = await this.lock.withLock(project, () => listRecoveryRefs(this.paths.repo(project), slug, this.paths.workspaceObjects(slug)));
-    const pick: RecoveryRefEntry | undefined = req.n === undefined ? saved.at(-1) : saved.find((r) => r.n === req.n);
-    if (!pick) {
-      const which = req.n === undefined ? 'no saved work' : `no saved work number ${req.n}`;
-      throw new GroveError('not_found', `workspace "${slug}" has ${which} to restore (nothing under ${recoveryRefPrefix(slug)})`, {
-        details: { slug, saved: saved.map((r) => r.n) },
-      });
-    }
-    return this.fork({ project, name: req.name, from: pick.ref }, opts);
+    return this.fork(await savedWork.restoreRequest(this.ctx, slug, req), opts);
   }
 
-  /**
-   * The base of a fork from saved work: the recovery commit (in the saved workspace's private store) copied into
-   * the primary under refs/grove-restore/<project>/<name>/<n>, since the new branch starts there and is shared
-   * work from then on. That ref is never moved, so it keeps naming this commit (readable in events and the row).
-   */
   private async savedWorkBase(project: string, saved: { slug: string; n: number }): Promise<string> {
-    if (parseSlug(saved.slug).project !== project) {
-      throw new GroveError('invalid_input', `saved work of "${saved.slug}" belongs to another project than "${project}"`, { details: { slug: saved.slug, project } });
-    }
-    const repo = this.paths.repo(project);
-    const objects = this.paths.workspaceObjects(saved.slug);
-    return this.lock.withLock(project, async () => {
-      const pick = (await listRecoveryRefs(repo, saved.slug, objects)).find((r) => r.n === saved.n);
-      if (!pick) throw new GroveError('not_found', `workspace "${saved.slug}" has no saved work number ${saved.n}`, { details: { slug: saved.slug, n: saved.n } });
-      const ref = restoreRef(saved.slug, saved.n);
-      await exportCommit(repo, objects, { commit: pick.commit, ref });
-      return ref;
-    });
+    return savedWork.savedWorkBase(this.ctx, project, saved);
   }
 
   // ---- git flow: checkpoints, diff, publish (docs/git-flow.md) ----
 
-  async checkpoint(slug: string, req: unknown = {}): Promise<CheckpointResponse> {
+  async checkpoint(slug: string, req: CheckpointRequest = {}): Promise<CheckpointResponse> {
     this.assertOpen();
     return this.flow.checkpoint(slug, req);
   }
@@ -1118,124 +782,83 @@ class GroveImpl implements Grove {
     return this.flow.diff(slug, opts);
   }
 
-  async publish(slug: string, req: unknown = {}): Promise<PublishResponse> {
+  async publish(slug: string, req: PublishRequest = {}): Promise<PublishResponse> {
     this.assertOpen();
     return this.flow.publish(slug, req);
   }
 
+  /** Concurrent calls share one pass, its teardowns included. */
   async watchPullRequests(): Promise<WatchResult> {
     this.assertOpen();
-    return this.flow.watch();
+    this.watching ??= this.watchPass().finally(() => {
+      this.watching = null;
+    });
+    return this.watching;
+  }
+
+  /** One pass of the watcher; the cleanups it decides are carried out here (the branch is kept, work saved first). */
+  private async watchPass(): Promise<WatchResult> {
+    const { result, cleanup } = await this.flow.watch();
+    for (const d of cleanup) {
+      try {
+        await this.teardown(d.slug);
+      } catch (e) {
+        // As when the check itself fails: the change is not reported, and the next pass looks again.
+        this.log.warn({ slug: d.slug, reason: d.reason }, `pull-request check of ${d.slug} failed: ${reasonOf(e)}`);
+        result.changed = result.changed.filter((c) => c.slug !== d.slug);
+      }
+    }
+    return result;
+  }
+
+  /** Run watchPullRequests every intervalMs (not overlapping itself) until close(). */
+  private startWatch(intervalMs: number): void {
+    if (this.watchTimer || intervalMs <= 0) return;
+    this.watchTimer = setInterval(() => {
+      this.watchPullRequests().catch((e: unknown) => this.log.error({ err: e }, `pull-request watch failed: ${reasonOf(e)}`));
+    }, intervalMs);
+    this.watchTimer.unref();
   }
 
   // ---- agents: project config and undo ----
 
   async projectConfig(project: string): Promise<ProjectConfig> {
-    await this.requireProject(validProject(project));
-    return readProjectConfig(this.paths.projectConfig(project));
+    return projects.projectConfig(this.ctx, project);
   }
 
   async overlayFiles(project: string): Promise<OverlayListResponse> {
-    await this.requireProject(validProject(project));
-    return this.lock.withLock(project, () => this.overlayListing(project));
+    return projects.overlayFiles(this.ctx, project);
   }
 
-  async putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse> {
-    await this.requireProject(validProject(project));
-    const { path, content } = parseOrThrow(putOverlayFileRequestSchema, req, { what: 'overlay file' });
-    const bytes = Buffer.from(content, 'utf8');
-    if (bytes.length > OVERLAY_MAX_BYTES) throw new GroveError('invalid_input', `overlay file ${path} is ${bytes.length} bytes; at most ${OVERLAY_MAX_BYTES} are allowed`);
-    const settings = overlaySettings(await readProjectConfig(this.paths.projectConfig(project)));
-    if (!matchesAny(settings.files, path)) {
-      throw new GroveError('invalid_input', `${path} is not an overlay file of project "${project}": add it (or a glob naming it) to overlay.files in the project config first`, {
-        details: { path, overlayFiles: [...settings.files] },
-      });
-    }
-    return this.lock.withLock(project, async () => {
-      const dir = this.paths.overlay(project);
-      const existing = await listOverlay(dir, settings);
-      if (!existing.some((f) => f.path === path) && existing.length >= OVERLAY_MAX_FILES) {
-        throw new GroveError('invalid_input', `project "${project}" already has ${OVERLAY_MAX_FILES} overlay files; delete one first`);
-      }
-      // Recorded before the file exists: no snapshot can ever see it unlisted.
-      await recordOverlayPaths(this.paths.repo(project), [...existing.map((f) => f.path), path]);
-      await writeOverlayFile(dir, path, bytes);
-      this.log.info({ project, path, bytes: bytes.length }, 'overlay file set');
-      return this.overlayListing(project);
-    });
+  async putOverlayFile(project: string, req: PutOverlayFileRequest): Promise<OverlayListResponse> {
+    return projects.putOverlayFile(this.ctx, project, req);
   }
 
-  async deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse> {
-    await this.requireProject(validProject(project));
-    const p = parseOrThrow(overlayFilePathSchema, path, { what: 'overlay path' });
-    return this.lock.withLock(project, async () => {
-      await removeOverlayFile(this.paths.overlay(project), p);
-      this.log.info({ project, path: p }, 'overlay file removed');
-      // The path stays in the recorded list (recordOverlayPaths only adds): a worktree may still hold a copy.
-      return this.overlayListing(project);
-    });
+  async deleteOverlayFile(project: string, path: string): Promise<OverlayListResponse> {
+    return projects.deleteOverlayFile(this.ctx, project, path);
   }
 
-  /** The overlay files with sizes. Call under the repository lock. */
-  private async overlayListing(project: string): Promise<OverlayListResponse> {
-    const files = await this.currentOverlay(project);
-    const sized = await Promise.all(files.map(async (f) => ({ path: f.path, writable: f.writable, size: (await stat(f.hostPath)).size })));
-    return { files: sized };
-  }
-
-  async setProjectConfig(project: string, config: unknown): Promise<ProjectConfig> {
+  async setProjectConfig(project: string, config: ProjectConfigInput): Promise<ProjectConfig> {
     this.assertOpen();
-    const name = validProject(project);
-    await this.requireProject(name);
-    // Applies to containers created from now on (a fork, or a start after a stop); running ones keep theirs.
-    return this.lock.withLock(name, () => writeProjectConfig(this.paths.projectConfig(name), config));
+    return projects.setProjectConfig(this.ctx, project, config);
   }
 
-  /** Change some keys of the stored config (projectConfigPatchSchema); read and written under the project's lock. */
-  async patchProjectConfig(project: string, patch: unknown): Promise<ProjectConfig> {
+  async patchProjectConfig(project: string, patch: ProjectConfigPatch): Promise<ProjectConfig> {
     this.assertOpen();
-    const name = validProject(project);
-    await this.requireProject(name);
-    parseOrThrow(projectConfigPatchSchema, patch, { what: 'project config change' });
-    return this.lock.withLock(name, async () => {
-      const file = this.paths.projectConfig(name);
-      const next = await readStoredProjectConfig(file);
-      // The values as given (checked above), not as parsed: defaults are applied on reading, never stored.
-      for (const [key, value] of Object.entries(patch as Record<string, unknown>)) {
-        if (value === null) delete next[key];
-        else if (value !== undefined) next[key] = value;
-      }
-      return writeProjectConfig(file, next);
-    });
+    return projects.patchProjectConfig(this.ctx, project, patch);
   }
 
   async undo(slug: string): Promise<UndoResponse> {
     this.assertOpen();
-    validSlug(slug);
-    return this.slugs.run(slug, () => this.guard.undo(slug));
+    return turns.undo(this.ctx, this.guard, slug);
   }
 
-  // Reading turns needs only the workspace store's refs and the audit events: no container.
   async turns(slug: string): Promise<TurnSummary[]> {
-    validSlug(slug);
-    const row = await this.store.live(slug);
-    if (!row) throw notFound(slug);
-    const reverts: RevertRecord[] = [];
-    for (let after = 0; ; ) {
-      const page = await this.store.events({ slug, type: 'turn.reverted', after, limit: 1000 });
-      reverts.push(...revertsFromEvents(page, row.id));
-      if (page.length < 1000) break;
-      after = page.at(-1)?.id ?? after;
-    }
-    // Under the lock: the first read of a store moves an older Grove's refs into it.
-    return this.lock.withLock(row.project, () => listTurns({ repo: this.paths.repo(row.project), objects: this.paths.workspaceObjects(slug), slug }, reverts));
+    return turns.turns(this.ctx, slug);
   }
 
   async turnDiff(slug: string, n: number): Promise<TurnDiffResponse> {
-    validSlug(slug);
-    const row = await this.store.live(slug);
-    if (!row) throw notFound(slug);
-    return this.lock.withLock(row.project, () => turnDiff({ repo: this.paths.repo(row.project), objects: this.paths.workspaceObjects(slug), slug }, n));
+    return turns.turnDiff(this.ctx, slug, n);
   }
 
   // ---- reconcile ----
@@ -1244,14 +867,14 @@ class GroveImpl implements Grove {
     this.assertOpen();
     const t0 = Date.now();
     // Follow sandbox deaths before listing, so one that dies during the reconcile is not missed.
-    this.unwatch ??= this.opts.driver.watch(
+    this.unwatch ??= this.runtime.watch(
       (e) => void this.onSandboxEvent(e),
       (err) => this.log.warn({ err }, `lost the sandbox event stream, following it again: ${reasonOf(err)}`),
     );
     const released = await this.lock.releaseStale();
     // Disk images first (after a reboot none is mounted): everything below reads the worktrees inside them.
     await this.reconcileVolumes();
-    const containers = await this.opts.driver.list();
+    const containers = await this.runtime.list();
     const listed = new Map(containers.map((c) => [c.slug, c]));
     let touched = 0;
     let held = 0;
@@ -1265,7 +888,7 @@ class GroveImpl implements Grove {
         const changed = await this.slugs.run(row.slug, () =>
           this.reconcileHeld(row.slug, async () => {
             // Inspected now, under the hold: an operation that finished since the listing above made or removed it.
-            const container = (await this.opts.driver.inspect(row.slug)) ?? undefined;
+            const container = (await this.runtime.poll(row.slug)) ?? undefined;
             return this.reconcileRow(row.id, container);
           }),
         );
@@ -1276,13 +899,13 @@ class GroveImpl implements Grove {
       }
     }
     // Listed again: rolling rows back above already removed some of the containers seen before.
-    for (const c of await this.opts.driver.list()) {
+    for (const c of await this.runtime.list()) {
       if ((await this.store.live(c.slug)) || this.inflight.has(c.slug)) continue;
       try {
         // A fork of this slug elsewhere is held from before its row exists: its container is not an orphan.
         const removed = await this.reconcileHeld(c.slug, async () => {
           if (await this.store.live(c.slug)) return false;
-          await this.opts.driver.remove(c.slug);
+          await this.runtime.remove(c.slug);
           await this.emit(c.slug, 'workspace.reconciled', { action: 'removed-orphan-container', containerId: c.id });
           return true;
         });
@@ -1299,10 +922,9 @@ class GroveImpl implements Grove {
       }
     }
     await this.removeOrphanVolumes();
-    await this.reconcileGates();
-    await this.reconcileHostServices();
+    await this.reconcileAttachments();
     // From now on the server serves: fetch projects and follow published workspaces' pull requests.
-    this.flow.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
+    this.startWatch(this.opts.watchIntervalMs ?? DEFAULT_WATCH_INTERVAL_MS);
     this.log.info({ ms: Date.now() - t0, containers: containers.length, changed: touched, held, locksReleased: released.length }, 'reconciled');
     // The line survives a restart (queued rows keep their queue_seq); slots freed while we were down go to it now.
     await this.promoteQueue();
@@ -1315,7 +937,7 @@ class GroveImpl implements Grove {
    * slug's mutex while the container dies, so by the time this runs their row is no longer `running`;
    * another server's (the engine is shared) hold the slug, and the event is left to them.
    */
-  private async onSandboxEvent(e: SandboxEvent): Promise<void> {
+  private async onSandboxEvent(e: RuntimeEvent): Promise<void> {
     if (this.closed) return;
     const { slug } = e;
     try {
@@ -1331,11 +953,10 @@ class GroveImpl implements Grove {
       await this.slugs.run(slug, () => this.reconcileHeld(slug, async () => {
         const row = await this.store.live(slug);
         if (!row || row.state !== 'running' || this.closed) return;
-        const info = await this.opts.driver.inspect(slug);
+        const info = await this.runtime.poll(slug);
         if (info?.running) return;
         const reason = `the sandbox stopped unexpectedly: it ${exitSummary(info ?? e)}`;
-        await this.host.close(slug);
-        await this.gates.close(slug);
+        await this.runtime.detach(slug);
         const done = await this.store.update(row.id, { state: 'stopped', failureReason: reason }, 'running');
         if (!done) return;
         this.log.warn({ slug, exitCode: info?.exitCode ?? e.exitCode, oomKilled: info?.oomKilled ?? false }, reason);
@@ -1346,34 +967,24 @@ class GroveImpl implements Grove {
     }
   }
 
-  /** A gate for every running workspace (they do not survive a server restart), none for the others. */
-  private async reconcileGates(): Promise<void> {
+  /**
+   * The host side (egress gate, host listeners) for every running workspace, none for the others: it does not
+   * survive a server restart, the sandboxes do.
+   */
+  private async reconcileAttachments(): Promise<void> {
     for (const row of await this.store.rows({ states: LIVE_STATES })) {
       if (this.inflight.has(row.slug)) continue;
       try {
-        if (row.state === 'running') await this.gates.ensure(row.slug, await this.policyOf(row));
-        else await this.gates.close(row.slug);
+        if (row.state === 'running') await this.runtime.attach(row.slug, { egressPolicy: await this.policyOf(row) });
+        else await this.runtime.detach(row.slug);
       } catch (e) {
-        this.log.error({ err: e, slug: row.slug }, `egress gate of ${row.slug} could not be started: ${reasonOf(e)}`);
-      }
-    }
-  }
-
-  /** Host listeners for every running workspace (they do not survive a server restart), none for the others. */
-  private async reconcileHostServices(): Promise<void> {
-    for (const row of await this.store.rows({ states: LIVE_STATES })) {
-      if (this.inflight.has(row.slug)) continue;
-      try {
-        if (row.state === 'running') await this.host.ensure(row.slug);
-        else await this.host.close(row.slug);
-      } catch (e) {
-        this.log.error({ err: e, slug: row.slug }, `host listeners of ${row.slug} could not be started: ${reasonOf(e)}`);
+        this.log.error({ err: e, slug: row.slug }, `egress gate or host listeners of ${row.slug} could not be started: ${reasonOf(e)}`);
       }
     }
   }
 
   /** Returns true when something changed. */
-  private async reconcileRow(id: number, container: SandboxInfo | undefined): Promise<boolean> {
+  private async reconcileRow(id: number, container: WorkspaceStatus | undefined): Promise<boolean> {
     const row = await this.store.byId(id);
     if (!row) return false;
     const { slug } = row;
@@ -1382,7 +993,7 @@ class GroveImpl implements Grove {
         const wasRunning = (await this.store.lastEventFor(slug, 'workspace.registered', id)) !== undefined;
         if (wasRunning) {
           // An interrupted start: the workspace is real work, never roll it back; leave it stopped.
-          await this.opts.driver.stop(slug);
+          await this.runtime.stop(slug);
           await this.store.update(id, { state: 'stopped', failureReason: 'start interrupted by a server restart' }, 'creating');
           await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'creating', to: 'stopped', reason: 'start interrupted by a server restart' });
           return true;
@@ -1395,10 +1006,10 @@ class GroveImpl implements Grove {
         if (!container) why = 'container missing';
         else if (!container.running) why = `container ${exitSummary(container)}`;
         else {
-          const healthy = await this.pollHealth(slug, Math.min(this.healthTimeoutMs, 5_000));
+          const healthy = await this.runtime.probe(slug);
           if (!healthy.ok) {
             why = `backend not healthy: ${healthy.error}`;
-            await this.opts.driver.stop(slug);
+            await this.runtime.stop(slug);
           }
         }
         if (!why) return false;
@@ -1409,7 +1020,7 @@ class GroveImpl implements Grove {
       case 'stopped': {
         if (!container?.running) return false;
         // A stop that was interrupted after the row changed: finish it.
-        await this.opts.driver.stop(slug);
+        await this.runtime.stop(slug);
         await this.emit(slug, 'workspace.reconciled', { workspaceId: id, from: 'stopped', to: 'stopped', reason: 'container was still running' });
         return true;
       }
@@ -1537,56 +1148,20 @@ class GroveImpl implements Grove {
     });
   }
 
-  /** Disk usage of the given rows' images, live ones only (a failed or gone row has none). */
-  private async disksOf(rows: readonly WorkspaceRow[]): Promise<Map<string, DiskUsage>> {
-    if (!this.volumes) return new Map();
-    const live = rows.filter((r) => (LIVE_STATES as readonly string[]).includes(r.state)).map((r) => r.slug);
-    const disks = await this.volumes.usageOf(live);
-    for (const r of rows) {
-      const d = disks.get(r.slug);
-      if (d) this.noteDisk(r, d);
-    }
-    return disks;
-  }
-
-  /** Read every running workspace's disk, so a quota that fills is recorded without anyone asking. */
-  private async watchDisks(): Promise<void> {
-    if (this.closed || !this.volumes) return;
-    try {
-      await this.disksOf(await this.store.rows({ states: ['running'] }));
-    } catch (e) {
-      this.log.warn({ err: e }, `disk quota check failed: ${reasonOf(e)}`);
-    }
-  }
-
-  /** workspace.disk_full when the disk becomes full (once, until it has room again). */
-  private noteDisk(row: WorkspaceRow, d: DiskUsage): void {
-    const { level, by } = diskLevel(d);
-    if (level !== 'full') {
-      this.diskFull.delete(row.slug);
-      return;
-    }
-    if (this.diskFull.has(row.slug)) return;
-    this.diskFull.add(row.slug);
-    this.log.warn({ slug: row.slug, by, ...d }, `the disk quota of ${row.slug} is used up (${by})`);
-    this.emitSoon(row.slug, 'workspace.disk_full', { workspaceId: row.id, by, ...d });
-  }
-
   // ---- lifecycle plumbing ----
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.closed = true;
+    this.ctx.markClosed();
     this.unwatch?.();
     if (this.idleTimer) clearInterval(this.idleTimer);
-    if (this.diskTimer) clearInterval(this.diskTimer);
-    this.flow.stopWatch();
+    this.disks.stop();
+    if (this.watchTimer) clearInterval(this.watchTimer);
     const pending = [...this.inflight.values()];
     for (const p of pending) p.abort.abort(new Error('server shutting down'));
     await Promise.allSettled(pending.map((p) => p.task));
-    await this.host.closeAll();
-    await this.gates.closeAll();
-    await Promise.allSettled(this.touches);
+    await this.runtime.close();
+    await Promise.allSettled(this.ctx.pending);
     await this.store.close();
   }
 
@@ -1608,17 +1183,16 @@ class GroveImpl implements Grove {
     return releasing(release, fn);
   }
 
+  private get closed(): boolean {
+    return this.ctx.closed;
+  }
+
   private assertOpen(): void {
-    if (this.closed) throw new GroveError('internal', 'this Grove instance is closed');
+    this.ctx.assertOpen();
   }
 
   private async requireLive(slug: string): Promise<WorkspaceRow> {
-    validSlug(slug);
-    const row = await this.store.live(slug);
-    if (row) return row;
-    const last = await this.store.latest(slug);
-    if (last?.state === 'failed') throw invalidState(last, 'use');
-    throw notFound(slug);
+    return requireLive(this.ctx, slug);
   }
 
   private track(slug: string, abort: AbortController, task: Promise<unknown>): void {
@@ -1633,31 +1207,14 @@ class GroveImpl implements Grove {
     if (signal.aborted) throw new StepFailure(reasonOf(signal.reason));
   }
 
-  /**
-   * Record a lifecycle event, log it and tell the listeners. The registry stores events in call order, so callers
-   * that do not wait (audit decisions, hooks) keep their order too; lifecycle steps await it, so an event is in
-   * the trail before the step after it runs.
-   */
+  /** Record an event (GroveContext.emit). */
   private async emit(slug: string, type: EventType, data: Record<string, unknown>): Promise<GroveEvent> {
-    const e = await this.store.addEvent(slug, type, data);
-    this.log.info({ slug, event: type, ...data }, `${type} ${slug}`);
-    for (const l of this.listeners) {
-      try {
-        l(e);
-      } catch (err) {
-        this.log.warn({ err }, 'an event listener threw');
-      }
-    }
-    return e;
+    return this.ctx.emit(slug, type, data);
   }
 
-  /**
-   * emit without waiting, where the caller must not yield before its next step (queueing on the slug right after
-   * a reservation) or cannot wait (hooks, audit decisions). The event still lands in call order; a failure to
-   * record it is logged.
-   */
+  /** Record an event without waiting (GroveContext.emitSoon). */
   private emitSoon(slug: string, type: EventType, data: Record<string, unknown>): void {
-    this.emit(slug, type, data).catch((err: unknown) => this.log.error({ err, slug, event: type }, `could not record ${type} for ${slug}: ${reasonOf(err)}`));
+    this.ctx.emitSoon(slug, type, data);
   }
 
   private async prepareDirs(slug: string, o: { fresh: boolean }): Promise<void> {
@@ -1714,89 +1271,28 @@ class GroveImpl implements Grove {
     return dest ? basename(dest) : null;
   }
 
-  private async requireImage(): Promise<void> {
-    if (await this.opts.driver.imageExists(this.opts.image)) return;
-    throw new StepFailure(`sandbox image "${this.opts.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
-  }
-
-  private spec(row: WorkspaceRow, config: ProjectConfig = {}): SandboxSpec {
-    return {
-      slug: row.slug,
-      project: row.project,
-      image: this.opts.image,
-      worktreePath: this.paths.worktree(row.project, row.name),
-      sandboxGitDir: this.paths.sandboxGit(row.slug),
-      gitCommonDir: this.paths.repo(row.project),
-      runDir: this.paths.run(row.slug),
-      threadDir: this.paths.thread(row.slug),
-      stateDir: this.paths.state(row.slug),
-      // Identity last, so sandboxEnv cannot make a backend claim another workspace's slug.
-      // The proxy variables after sandboxEnv too: every process in the sandbox goes out through the gate.
-      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...agentSandboxEnv(config), ...PROXY_ENV, GROVE_SLUG: row.slug, GROVE_PROJECT: row.project },
-      limits: this.limits,
-    };
-  }
-
-  private async ensureSandbox(row: WorkspaceRow): Promise<SandboxInfo> {
-    const t0 = Date.now();
+  /** What the runtime is asked to run: the host dirs, the env, the overlay files (their targets made here) and the policy. */
+  private async spec(row: WorkspaceRow): Promise<WorkspaceSpec> {
     const config = await readProjectConfig(this.paths.projectConfig(row.project));
-    // host.sock and provider.sock exist before the container does, so its backend finds them at once.
-    await this.host.ensure(row.slug);
     const worktree = this.paths.worktree(row.project, row.name);
     const { mounts, refused } = await this.lock.withLock(row.project, async () =>
       prepareMountTargets(await this.currentOverlay(row.project), worktree, canChown() ? OWNER : null),
     );
     if (refused.length) this.log.warn({ slug: row.slug, refused }, 'overlay files not mounted: a symlink or a non-directory is in the way');
-    const spec = { ...this.spec(row, config), overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })) };
-    const info = await this.opts.driver.ensure(spec);
-    await this.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: info.id, image: this.opts.image, ms: Date.now() - t0 });
-    return info;
-  }
-
-  private async lastLogs(slug: string): Promise<string> {
-    try {
-      const text = (await this.opts.driver.logs(slug, 20)).trim();
-      return text ? `; last output:\n${text}` : '; no output';
-    } catch (e) {
-      return `; logs unavailable (${reasonOf(e)})`;
-    }
-  }
-
-  /** Wait for the backend's /health over its socket; fail fast (exit code + last logs) when the container dies. */
-  private async waitHealthy(slug: string, signal: AbortSignal): Promise<void> {
-    const socket = this.paths.socket(slug);
-    const deadline = Date.now() + this.healthTimeoutMs;
-    let lastError = 'no answer yet';
-    for (let i = 0; ; i++) {
-      this.checkAbort(signal);
-      const probe = await probeHealth(socket, 1_000);
-      if (probe.ok) {
-        if (probe.health.slug !== slug) throw new StepFailure(`the backend on ${slug}'s socket says it serves "${probe.health.slug}"`);
-        return;
-      }
-      lastError = probe.error;
-      if (i % INSPECT_EVERY === 0) {
-        const info = await this.opts.driver.inspect(slug);
-        if (!info) throw new StepFailure('the sandbox container disappeared while starting');
-        if (!info.running) {
-          throw new StepFailure(`the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`);
-        }
-      }
-      if (Date.now() >= deadline) {
-        throw new StepFailure(`the backend did not answer /health within ${this.healthTimeoutMs} ms (${lastError})${await this.lastLogs(slug)}`);
-      }
-      await sleep(HEALTH_POLL_MS);
-    }
-  }
-
-  private async pollHealth(slug: string, timeoutMs: number): Promise<{ ok: true } | { ok: false; error: string }> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const probe = await probeHealth(this.paths.socket(slug), 1_000);
-      if (probe.ok) return { ok: true };
-      if (Date.now() >= deadline) return { ok: false, error: probe.error };
-      await sleep(HEALTH_POLL_MS * 4);
-    }
+    return {
+      slug: row.slug,
+      project: row.project,
+      worktreePath: worktree,
+      sandboxGitDir: this.paths.sandboxGit(row.slug),
+      gitCommonDir: this.paths.repo(row.project),
+      threadDir: this.paths.thread(row.slug),
+      stateDir: this.paths.state(row.slug),
+      // The runtime adds its proxy variables and the identity (GROVE_SLUG, GROVE_PROJECT) after these.
+      env: { GROVE_PROVIDER: 'scripted', ...this.opts.sandboxEnv, ...agentSandboxEnv(config) },
+      limits: this.limits,
+      overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })),
+      egressPolicy: await this.policyOf(row),
+    };
   }
 
   /** The agent session id from the backend's /status, kept so a reopened workspace resumes it. Best effort. */
@@ -1822,5 +1318,5 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
   }
   // DATABASE_URL (a PostgreSQL registry several servers may share), else SQLite in the home.
   const store = await openRegistry(opts.databaseUrl ? { url: opts.databaseUrl, onPoolError: (err) => opts.logger.warn({ err }, 'registry.pool_error') } : { file: paths.db });
-  return new GroveImpl(opts, paths, store);
+  return new GroveImpl(createContext(opts, paths, store));
 }

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
 import { makeSourceRepo } from './test-support/repo.ts';
@@ -41,7 +41,7 @@ function turnEnded(home: string, slug: string, turn: string): Promise<{ status: 
 describe('turns through the registry', () => {
   it('lists files and reverted paths of this workspace and answers diffs while it is stopped', async () => {
     const home = join(tmp, 'home');
-    grove = await createGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
+    grove = await createTestGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
     await grove.addProject({ name: 'demo', source: makeSourceRepo(join(tmp, 'src')), createDefault: false, config: { allowedPaths: ['notes/**', 'app.txt'] } });
     const { slug } = await grove.fork({ project: 'demo', name: 'w' });
     const worktree = join(home, 'worktrees', 'demo', 'w');

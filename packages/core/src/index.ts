@@ -1,7 +1,8 @@
 // @grove/core: the workspace registry, lifecycle state machine, git worktrees, repo locks, name/path guards and audit events.
 export { createGrove, DEFAULT_LIMITS } from './grove.ts';
 export type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
-export { PROXY_ENV, defaultPolicy } from './egress.ts';
+export { defaultPolicy } from './egress.ts';
+export { PROXY_ENV } from '@grove/runtime';
 export { verifyBackendSocket } from './backend-socket.ts';
 export type { EgressOptions } from './egress.ts';
 export type { WatchResult } from './git-flow.ts';

@@ -9,7 +9,7 @@ import { recoveryRefPrefix } from '@grove/contracts';
 import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { git, makeSourceRepo } from './test-support/repo.ts';
 
@@ -42,7 +42,7 @@ describe('overlay files in a real sandbox', () => {
     writeFileSync(join(src, '.env'), `TOKEN=${SECRET}\n`);
     writeFileSync(join(src, '.envrc'), 'export A=1\n');
     const home = mkdtempSync(join(tmp, 'home-'));
-    grove = await createGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 2, logger: pino({ level: 'silent' }), healthTimeoutMs: 30_000 });
+    grove = await createTestGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 2, logger: pino({ level: 'silent' }), healthTimeoutMs: 30_000 });
     await grove.addProject({ name: 'demo', source: src, createDefault: false, config: { overlay: { writable: ['.envrc'] } } });
     await grove.fork({ project: 'demo', name: 'w' });
 

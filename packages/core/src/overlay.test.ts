@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { projectConfigSchema, recoveryRefPrefix } from '@grove/contracts';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { pushBranch } from './remote.ts';
 import { recordSnapshot, turnRef } from './turn-snapshots.ts';
@@ -47,7 +47,7 @@ afterEach(async () => {
 });
 
 async function open(): Promise<Grove> {
-  grove = await createGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
+  grove = await createTestGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 4, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
   return grove;
 }
 

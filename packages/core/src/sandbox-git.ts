@@ -1,7 +1,7 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SANDBOX_PATHS } from '@grove/sandbox';
+import { SANDBOX_PATHS } from '@grove/runtime';
 import { readRegularFile, replaceFile } from './fsutil.ts';
 
 /**

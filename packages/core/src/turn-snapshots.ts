@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { GroveError } from '@grove/contracts';
 import type { TurnDiffResponse, TurnFile, TurnSummary } from '@grove/contracts';
-import { openStore, slugRefBase, snapshotTree, stageWorktree } from './git.ts';
+import { snapshotTree, stageWorktree } from './git-snapshot.ts';
+import { openStore, slugRefBase } from './git-store.ts';
 import { execGit, gitText } from './git-exec.ts';
 import { PathPolicy } from './path-globs.ts';
 

@@ -1,8 +1,9 @@
 /** Public shapes of @grove/core: what apps/server, the CLI and tests program against. */
 import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
+import type { CheckpointRequest, ProjectConfigPatch, PublishRequest, PutOverlayFileRequest } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
-import type { SandboxDriver, SandboxLimits } from '@grove/sandbox';
+import type { WorkspaceLimits, WorkspaceRuntime } from '@grove/runtime';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { EgressOptions } from './egress.ts';
@@ -17,25 +18,20 @@ export interface GroveOptions {
    * <home>/grove.db. Slot reservations are atomic across every server using it.
    */
   databaseUrl?: string | null;
-  driver: SandboxDriver;
-  /** Sandbox image tag, e.g. grove-sandbox:latest. */
-  image: string;
+  /**
+   * Where workspaces run (createDockerRuntime of @grove/runtime): sandboxes, their egress gates, host sockets,
+   * the credential relay, the image check and the readiness wait. Bound to this Grove, closed with it.
+   */
+  runtime: WorkspaceRuntime;
   /** Concurrency cap: running + creating never exceeds it. */
   maxRunning: number;
   logger: Logger;
-  /** How long to wait for a new sandbox's backend to answer /health. Default 30 s. */
-  healthTimeoutMs?: number;
   /** How long a git caller waits for the per-repository lock before git_busy. Default 30 s. */
   gitLockTimeoutMs?: number;
-  limits?: Partial<SandboxLimits>;
+  limits?: Partial<WorkspaceLimits>;
   /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
   sandboxEnv?: Record<string, string>;
-  /**
-   * The credential relay (provider.sock in every sandbox's run dir): requests go to `upstream` with
-   * `apiKey` added on the host. Absent: agents have no way to reach a provider API.
-   */
-  providerRelay?: { upstream: string; apiKey: string | null };
-  /** The egress floor: project default rules, resolver and connector hooks, limits. */
+  /** The egress floor's project default rules (the gates themselves are the runtime's). */
   egress?: EgressOptions;
   /**
    * Stop running workspaces idle (no proxied request, no turn in progress) for this long; the freed slot
@@ -126,16 +122,19 @@ export interface Grove {
   lastMessage(slug: string): Promise<LastMessage | null>;
   /** The project's config (agent, allowed paths); {} when it has none. */
   projectConfig(project: string): Promise<ProjectConfig>;
-  /** Validate and replace a project's config; it applies to containers created afterwards. */
-  setProjectConfig(project: string, config: unknown): Promise<ProjectConfig>;
+  /**
+   * Replace a project's config with `config` as given (checked by the caller against projectConfigSchema; defaults
+   * are applied when it is read, never stored); it applies to containers created afterwards.
+   */
+  setProjectConfig(project: string, config: ProjectConfigInput): Promise<ProjectConfig>;
   /** Change some keys of the stored config (null removes one); the rest stays as stored. */
-  patchProjectConfig(project: string, patch: unknown): Promise<ProjectConfig>;
+  patchProjectConfig(project: string, patch: ProjectConfigPatch): Promise<ProjectConfig>;
   /** The project's config-parity overlay files (docs/git-flow.md). */
   overlayFiles(project: string): Promise<OverlayListResponse>;
   /** Set one overlay file; its path must be named by the config's overlay.files. Forks and starts after this see it. */
-  putOverlayFile(project: string, req: unknown): Promise<OverlayListResponse>;
+  putOverlayFile(project: string, req: PutOverlayFileRequest): Promise<OverlayListResponse>;
   /** Remove one overlay file; no error when it is absent. */
-  deleteOverlayFile(project: string, path: unknown): Promise<OverlayListResponse>;
+  deleteOverlayFile(project: string, path: string): Promise<OverlayListResponse>;
   /**
    * Put the worktree back to how it was before the last turn that changed files (repeatable), and mark
    * it in the thread. 409 while a turn runs or when there is nothing to undo; workspace_stopped when stopped.
@@ -151,8 +150,8 @@ export interface Grove {
   events(query?: { slug?: string; after?: number; limit?: number; type?: string }): Promise<GroveEvent[]>;
   /** The workspace's egress policy, whether it is the project default, and its latest decisions (newest first). */
   egress(slug: string, opts?: { limit?: number }): Promise<EgressResponse>;
-  /** Replace the workspace's egress policy (validated: invalid_input); applied at once to its running gate. */
-  setEgressPolicy(slug: string, policy: unknown): Promise<EgressPolicy>;
+  /** Replace the workspace's egress policy (parsed by the caller: egressPolicySchema); applied at once to its running gate. */
+  setEgressPolicy(slug: string, policy: EgressPolicy): Promise<EgressPolicy>;
   /** Drop the workspace's own policy: back to the project default, applied at once; records an egress.policy event. */
   resetEgressPolicy(slug: string): Promise<EgressPolicy>;
   /** What a teardown would keep (branch, recovery ref for the uncommitted work) and remove, read now on the host. */
@@ -168,11 +167,11 @@ export interface Grove {
    * Commit the worktree (changes, staged or not, untracked files that are not ignored) onto the workspace's
    * branch from the host, as the project's git identity. commit null: nothing to commit (the branch did not move).
    */
-  checkpoint(slug: string, req?: unknown): Promise<CheckpointResponse>;
+  checkpoint(slug: string, req?: CheckpointRequest): Promise<CheckpointResponse>;
   /** The workspace against its fork point (merge-base with the default branch), with ahead/behind; no sandbox needed. */
   diff(slug: string, opts?: { maxBytes?: number }): Promise<DiffResponse>;
   /** Checkpoint, push the branch to origin and open its pull request on the project's forge. */
-  publish(slug: string, req?: unknown): Promise<PublishResponse>;
+  publish(slug: string, req?: PublishRequest): Promise<PublishResponse>;
   /**
    * One pass of the scheduled work now: fetch every project, then the pull-request state of every published
    * workspace (the forge's, else whether its branch is contained in the default branch); a merged or closed

@@ -12,7 +12,7 @@ import { diskLevel } from '@grove/contracts';
 import { createDockerDriver, LABELS } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createGrove } from './index.ts';
+import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { makeSourceRepo } from './test-support/repo.ts';
 import { volumesSupported } from './volume.ts';
@@ -73,7 +73,7 @@ describe.skipIf(skip !== null)('disk and inode quota, attacked from inside real 
   it('writes past the byte and the inode quota fail with ENOSPC, the host holds no more than the quota, and another workspace still writes', { timeout: 240_000 }, async () => {
     const home = mkdtempSync(join(tmp, 'home-'));
     const source = makeSourceRepo(join(tmp, 'src'));
-    grove = await createGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 2, logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }), healthTimeoutMs: 30_000, diskQuota: QUOTA, diskWatchMs: 60_000 });
+    grove = await createTestGrove({ home, driver: createDockerDriver({ instance: INSTANCE }), image: IMAGE, maxRunning: 2, logger: pino({ level: process.env.GROVE_TEST_LOG ?? 'silent' }), healthTimeoutMs: 30_000, diskQuota: QUOTA, diskWatchMs: 60_000 });
     await grove.addProject({ name: 'demo', source, createDefault: false });
     await grove.fork({ project: 'demo', name: 'hog' });
     await grove.fork({ project: 'demo', name: 'other' });

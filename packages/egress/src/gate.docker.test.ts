@@ -15,7 +15,7 @@ import type { EgressDecision } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID, LABELS, SANDBOX_GID, SANDBOX_UID, containerName, createDockerDriver } from '@grove/sandbox';
 import type { SandboxSpec } from '@grove/sandbox';
 // Core's own table of proxy variables: the sandbox gets exactly what core gives every workspace.
-import { PROXY_ENV } from '../../core/src/egress.ts';
+import { PROXY_ENV } from '../../runtime/src/egress-gates.ts';
 import { corpusResolver, loadCorpus, loopbackConnector } from './corpus.ts';
 import type { Corpus } from './corpus.ts';
 import { createGate } from './gate.ts';

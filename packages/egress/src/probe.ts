@@ -8,7 +8,7 @@ import { TUNNEL_REQUEST, requestText } from './corpus.ts';
 
 /**
  * What docs/security.md promises every process in a sandbox sees, sorted, written out here rather than read from
- * the code under test (core's PROXY_ENV), so a change there fails the tests that check it.
+ * the code under test (the runtime's PROXY_ENV), so a change there fails the tests that check it.
  */
 export const PROMISED_ENV = [
   'HTTPS_PROXY=http://127.0.0.1:3128',

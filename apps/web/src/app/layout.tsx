@@ -1,8 +1,9 @@
-// The root layout: document shell and the one global stylesheet.
+// The root layout: document shell and the global stylesheet (tokens, base, shell).
+// globals.css first: the components' stylesheets (imported by the components) come after it in the cascade.
+import './globals.css';
 import type { Metadata, Viewport } from 'next';
 import type { ReactNode } from 'react';
 import { ResumeProvider } from '../components/Resume.tsx';
-import './globals.css';
 
 export const metadata: Metadata = {
   title: 'Grove',

@@ -3,6 +3,8 @@
 
 import type { DiskUsage } from '@grove/contracts';
 import { diskLine } from '../lib/disk.ts';
+import './CardNetwork.css';
+import './CardDisk.css';
 
 /** From the workspace list (refreshed by events, workspace.disk_full among them): no request of its own. */
 export function CardDisk({ disk }: { disk: DiskUsage }) {

@@ -8,6 +8,7 @@ import { changesEgress, networkLine, recentDenials } from '../lib/egress.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { relativeTime } from '../lib/time.ts';
 import { ErrorText, Spinner } from './ui.tsx';
+import './CardNetwork.css';
 
 /**
  * Read once, then again only when an egress.denied / egress.policy event of this workspace arrives on the

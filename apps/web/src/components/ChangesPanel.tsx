@@ -17,6 +17,8 @@ import { Modal } from './Dialog.tsx';
 import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { Spinner } from './ui.tsx';
+import './diff.css';
+import './ChangesPanel.css';
 
 type Load = { kind: 'loading' } | { kind: 'ready'; diff: DiffResponse; files: DiffFile[] } | { kind: 'error'; message: string };
 

@@ -15,6 +15,7 @@ import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice, Spinner } from './ui.tsx';
 import { WorkspacePane } from './WorkspacePane.tsx';
 import { WorkspacesList } from './WorkspacesList.tsx';
+import './Cockpit.css';
 
 const hrefOf = (slug: string) => workspaceHref(parseSlug(slug));
 const titleOf = (slug: string) => {

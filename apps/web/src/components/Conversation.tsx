@@ -13,6 +13,7 @@ import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { ForkSteps } from './ForkSteps.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
 import { ThreadView, type Audience } from './ThreadView.tsx';
+import './Conversation.css';
 
 /** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
 const SETTLING = new Set(['creating', 'tearing-down']);

@@ -3,6 +3,7 @@
 
 import { useEffect, useId, useRef, type ReactNode } from 'react';
 import { ErrorText } from './ui.tsx';
+import './Dialog.css';
 
 interface ModalProps {
   title: ReactNode;

@@ -12,6 +12,7 @@ import { capacityReason, workspaceHref } from '../lib/capacity.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { Modal } from './Dialog.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
+import './ForkDialog.css';
 
 interface ForkDialogProps {
   projects: Project[];

@@ -1,6 +1,7 @@
 // A fork's or a reopen's phases as a checklist, from the real lifecycle events.
 import type { ProgressWatch } from '../lib/use-progress.ts';
 import { Spinner } from './ui.tsx';
+import './ForkSteps.css';
 
 export function ForkSteps({ watch, label }: { watch: ProgressWatch; label: string }) {
   return (

@@ -8,6 +8,7 @@ import type { Workspace } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
 import { onProjectKeep } from '../lib/project-settings.ts';
 import { ErrorText, Spinner } from './ui.tsx';
+import './KeepCheckout.css';
 
 type Choice = 'project' | 'keep' | 'clean';
 

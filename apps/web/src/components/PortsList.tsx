@@ -5,6 +5,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { PROVIDER_RELAY_PORT, type ListeningPort } from '@grove/contracts';
 import { api, messageOf, previewPath } from '../lib/api.ts';
 import { Spinner } from './ui.tsx';
+import './PortsList.css';
 
 type Load = { kind: 'idle' } | { kind: 'loading' } | { kind: 'ready'; ports: ListeningPort[] } | { kind: 'error'; message: string };
 

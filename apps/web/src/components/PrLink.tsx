@@ -1,6 +1,7 @@
 // A workspace's pull request: its link and its state (open, merged, closed), on the card and in the Changes panel.
 import type { PullRequest } from '@grove/contracts';
 import { PR_STATE_LABEL } from '../lib/git-changes.ts';
+import './PrLink.css';
 
 export function PrLink({ pr }: { pr: PullRequest }) {
   return (

@@ -10,6 +10,8 @@ import { api, messageOf } from '../lib/api.ts';
 import { announceProjectKeep, byPath, overlayEntries, overlayModeLabel, plainEntries, sizeLabel } from '../lib/project-settings.ts';
 import { Modal } from './Dialog.tsx';
 import { ErrorText, Spinner } from './ui.tsx';
+import './KeepCheckout.css';
+import './ProjectSettings.css';
 
 type Load<T> = { kind: 'loading' } | { kind: 'ready'; value: T } | { kind: 'error'; message: string };
 

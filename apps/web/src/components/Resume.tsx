@@ -14,6 +14,7 @@ import { routeOf } from '../lib/tabs.ts';
 import { relativeTime } from '../lib/time.ts';
 import { Modal } from './Dialog.tsx';
 import { Spinner, StateBadge } from './ui.tsx';
+import './Resume.css';
 
 interface ResumeApi {
   /** Opens the picker, limited to one project when given (the composer's own). */

@@ -12,6 +12,7 @@ import { clockTime } from '../lib/time.ts';
 import { useResume } from './Resume.tsx';
 import { TurnChanges } from './TurnChanges.tsx';
 import { ErrorText, Notice, Spinner } from './ui.tsx';
+import './ThreadView.css';
 
 export type Audience = 'everyone' | 'engineer';
 

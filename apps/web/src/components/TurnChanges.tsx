@@ -8,6 +8,8 @@ import { api, isApiError, messageOf } from '../lib/api.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import type { ThreadItem } from '../lib/thread-state.ts';
 import { ErrorText, Spinner } from './ui.tsx';
+import './diff.css';
+import './TurnChanges.css';
 
 type ChangesItem = Extract<ThreadItem, { kind: 'changes' }>;
 

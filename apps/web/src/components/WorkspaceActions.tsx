@@ -7,6 +7,7 @@ import { api, messageOf } from '../lib/api.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { ConfirmDialog } from './Dialog.tsx';
 import { Spinner } from './ui.tsx';
+import './WorkspaceActions.css';
 
 type Action = 'stop' | 'start' | 'teardown';
 

@@ -16,6 +16,7 @@ import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
+import './WorkspaceCard.css';
 
 interface CardProps {
   workspace: Workspace;

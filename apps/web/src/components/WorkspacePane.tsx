@@ -8,6 +8,7 @@ import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
+import './WorkspacePane.css';
 
 interface PaneProps {
   slug: string;

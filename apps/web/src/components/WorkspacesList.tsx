@@ -11,6 +11,7 @@ import { ForkDialog } from './ForkDialog.tsx';
 import { ProjectSettingsDialog } from './ProjectSettings.tsx';
 import { Notice } from './ui.tsx';
 import { WorkspaceCard } from './WorkspaceCard.tsx';
+import './WorkspacesList.css';
 
 /** The list and its live state come from the cockpit, which shares them with the tab strip. */
 export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked }: { workspaces: UseWorkspaces; onForked?: (slug: string) => void }) {

@@ -2,6 +2,7 @@
 import Link from 'next/link';
 import type { ReactNode } from 'react';
 import type { WorkspaceState } from '@grove/contracts';
+import './ui.css';
 
 export function Shell({ title, subtitle, nav, children, fill = false }: { title: ReactNode; subtitle?: ReactNode; nav?: ReactNode; children: ReactNode; fill?: boolean }) {
   return (

@@ -1,5 +1,5 @@
 // Test helper: an in-memory SandboxDriver whose "containers" are HTTP servers on the workspace's real
-// backend socket, so core's health checks, socket paths and rollbacks run for real without Docker.
+// backend socket, so the Docker runtime's health wait, core's socket paths and rollbacks run for real without Docker.
 import { createServer } from 'node:http';
 import type { Server } from 'node:http';
 import { rmSync } from 'node:fs';

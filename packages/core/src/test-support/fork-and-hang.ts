@@ -3,11 +3,11 @@
 // Usage: node --import tsx fork-and-hang.ts <home> <instance> <image> <project> <name> [<disk quota as JSON>]
 import { createDockerDriver } from '@grove/sandbox';
 import { pino } from 'pino';
-import { createGrove } from '../index.ts';
+import { createTestGrove } from './test-grove.ts';
 
 const [home, instance, image, project, name, quota] = process.argv.slice(2);
 if (!home || !instance || !image || !project || !name) throw new Error('usage: fork-and-hang.ts <home> <instance> <image> <project> <name>');
-const grove = await createGrove({
+const grove = await createTestGrove({
   home,
   driver: createDockerDriver({ instance }),
   image,

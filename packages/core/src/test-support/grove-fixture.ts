@@ -8,8 +8,9 @@ import { startTestPostgres } from '@grove/db';
 import type { TestPostgres } from '@grove/db';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
-import { createGrove } from '../index.ts';
-import type { Grove, GroveOptions } from '../index.ts';
+import type { Grove } from '../index.ts';
+import { createTestGrove } from './test-grove.ts';
+import type { TestGroveOptions } from './test-grove.ts';
 import { FakeDriver } from './fake-driver.ts';
 import { makeSourceRepo } from './repo.ts';
 
@@ -22,7 +23,7 @@ export interface GroveFixtureOptions {
    */
   logLevel: string | undefined;
   /** What every open() passes on top of the shared settings, before the test's own overrides. */
-  defaults: Pick<GroveOptions, 'maxRunning'> & Partial<GroveOptions>;
+  defaults: Pick<TestGroveOptions, 'maxRunning'> & Partial<TestGroveOptions>;
   /**
    * Name of the databases usePostgres() creates, and whether the file starts a PostgreSQL cluster at all
    * (starting one takes seconds, so files that only use SQLite leave this out).
@@ -54,9 +55,9 @@ export interface GroveFixture {
   /** The registry open() uses: null, SQLite in the home, unless usePostgres() ran for the current test. */
   readonly databaseUrl: string | null;
   /** createGrove with the shared settings, the file's defaults and then `over`. */
-  open(over?: Partial<GroveOptions>): Promise<Grove>;
+  open(over?: Partial<TestGroveOptions>): Promise<Grove>;
   /** open() with the project `demo` added from `source`, without its default workspace. */
-  withProject(over?: Partial<GroveOptions>): Promise<Grove>;
+  withProject(over?: Partial<TestGroveOptions>): Promise<Grove>;
   /** The current test's registry is a fresh database on the file's PostgreSQL cluster. */
   usePostgres(): Promise<void>;
   /** Polls fn every 20 ms until it returns a truthy value, which it returns; throws after ms (the file's default). */
@@ -116,7 +117,7 @@ export function useGroveFixture(options: GroveFixtureOptions): GroveFixture {
       return databaseUrl;
     },
     async open(over = {}) {
-      const g = await createGrove({
+      const g = await createTestGrove({
         home: fixture.home,
         driver: fixture.driver,
         image: 'grove-sandbox:test',

@@ -11,9 +11,9 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { HostServices } from './host-services.ts';
 import type { HostServicesOptions } from './host-services.ts';
-import type { ListenerLimits } from './listener-limits.ts';
-import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
-import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
+import type { ListenerLimits } from '@grove/egress';
+import { startFakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
+import type { FakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
 
 let dir: string;
 let fake: FakeAnthropic;

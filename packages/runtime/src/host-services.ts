@@ -5,10 +5,8 @@ import { join } from 'node:path';
 import { HOST_HOOK_SOCKET, PROVIDER_RELAY_SOCKET, isGroveError, turnEndedRequestSchema } from '@grove/contracts';
 import type { TurnEndedRequest, TurnEndedResponse } from '@grove/contracts';
 import type { Logger } from 'pino';
-import { createBoundedServer } from './listener-limits.ts';
-import type { ListenerLimits } from './listener-limits.ts';
-import { createProviderRelay, removeStaleSocket } from './provider-relay.ts';
-import type { ProviderRelay, RelayRecord } from './provider-relay.ts';
+import { createBoundedServer, createProviderRelay, removeStaleSocket } from '@grove/egress';
+import type { ListenerLimits, ProviderRelay, RelayRecord } from '@grove/egress';
 
 /**
  * The host's per-workspace listeners that the sandbox reaches through its run dir (mounted at

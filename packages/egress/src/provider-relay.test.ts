@@ -1,15 +1,14 @@
-// The credential relay and the host hook listener on real Unix sockets, without Docker.
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
-import { request } from 'node:http';
+// The credential relay on real Unix sockets, without Docker (the host hook listener: runtime's host-services.test.ts).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HostServices } from './host-services.ts';
 import { createProviderRelay } from './provider-relay.ts';
 import type { RelayRecord } from './provider-relay.ts';
 import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
+import { call } from './test-support/unix-http.ts';
 import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
 
 const logger = pino({ level: 'silent' });
@@ -24,19 +23,6 @@ afterAll(async () => {
   await fake.close();
   rmSync(dir, { recursive: true, force: true });
 });
-
-function call(socketPath: string, o: { method?: string; path: string; headers?: Record<string, string>; body?: unknown }): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const body = o.body === undefined ? undefined : JSON.stringify(o.body);
-    const req = request({ socketPath, path: o.path, method: o.method ?? 'POST', headers: { 'content-type': 'application/json', ...o.headers } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
 
 /** Sends raw bytes, returns everything the server sent until it closed (or 3 s passed). */
 function rawExchange(socketPath: string, text: string): Promise<string> {
@@ -220,38 +206,5 @@ describe('provider relay allowlist', () => {
     expect(records.at(-1)).toMatchObject({ status: 413, rule: 'body-too-large' });
     // The cut request never completed upstream.
     expect(fake.requests.length).toBe(before);
-  });
-});
-
-describe('host hook listener', () => {
-  it('answers POST /turn-ended with the after-turn work, refuses anything else, and replaces a stale socket', async () => {
-    const runDir = join(dir, 'run');
-    mkdirSync(runDir);
-    const calls: string[] = [];
-    const host = new HostServices({
-      logger,
-      runDir: () => runDir,
-      onTurnEnded: async (slug, req) => {
-        calls.push(`${slug}:${req.turn}:${req.status}`);
-        return { events: [{ type: 'snapshot', ref: 'refs/grove/demo/turns/1', commit: 'c', files: ['a'] }] };
-      },
-    });
-    await host.ensure('demo');
-    await host.ensure('demo'); // idempotent
-    const ok = await call(join(runDir, 'host.sock'), { path: '/turn-ended', body: { turn: 'turn-1', status: 'completed' } });
-    expect(ok.status).toBe(200);
-    expect(JSON.parse(ok.text)).toEqual({ events: [{ type: 'snapshot', ref: 'refs/grove/demo/turns/1', commit: 'c', files: ['a'] }] });
-    expect((await call(join(runDir, 'host.sock'), { path: '/turn-ended', body: { turn: 'turn-1', status: 'weird' } })).status).toBe(422);
-    expect((await call(join(runDir, 'host.sock'), { path: '/other', body: {} })).status).toBe(404);
-    expect(calls).toEqual(['demo:turn-1:completed']);
-    await host.closeAll();
-    // A socket file left by a killed server process is replaced, not an error.
-    const again = new HostServices({ logger, runDir: () => runDir, onTurnEnded: async () => ({ events: [] }) });
-    const stale = createServer();
-    await new Promise<void>((resolve) => stale.listen(join(runDir, 'host.sock'), resolve));
-    stale.close();
-    await again.ensure('demo');
-    expect((await call(join(runDir, 'host.sock'), { path: '/turn-ended', body: { turn: 'turn-2', status: 'failed' } })).status).toBe(200);
-    await again.closeAll();
   });
 });

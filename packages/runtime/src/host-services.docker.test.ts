@@ -12,10 +12,10 @@ import type { SandboxSpec } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HOOK_LIMITS, HostServices } from './host-services.ts';
-import { RELAY_LIMITS } from './provider-relay.ts';
-import type { RelayRecord } from './provider-relay.ts';
-import { startFakeAnthropic } from './test-support/fake-anthropic.ts';
-import type { FakeAnthropic } from './test-support/fake-anthropic.ts';
+import { RELAY_LIMITS } from '@grove/egress';
+import type { RelayRecord } from '@grove/egress';
+import { startFakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
+import type { FakeAnthropic } from '../../egress/src/test-support/fake-anthropic.ts';
 
 const IMAGE = process.env.GROVE_SANDBOX_IMAGE ?? 'grove-sandbox:latest';
 const INSTANCE = `l${randomBytes(4).toString('hex')}`;
