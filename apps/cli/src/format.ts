@@ -1,5 +1,5 @@
 // Pure text helpers of the CLI: tables, relative times, one-line cells, the workspace URL, resume order.
-import type { DiffResponse, LastMessage, Workspace } from '@grove/contracts';
+import type { DiffResponse, LastMessage, OverlayFileInfo, Workspace } from '@grove/contracts';
 
 /** Columns padded to their widest cell, two spaces apart; trailing blanks trimmed. */
 export function table(rows: readonly (readonly string[])[]): string {
@@ -75,4 +75,10 @@ export function diffStat(files: DiffResponse['files']): string {
   const add = files.reduce((n, f) => n + (f.additions ?? 0), 0);
   const del = files.reduce((n, f) => n + (f.deletions ?? 0), 0);
   return `${table(rows)}\n${files.length} ${files.length === 1 ? 'file' : 'files'}, +${add} -${del}`;
+}
+
+/** `grove project overlay ls|set|rm`: the project's overlay files and how its sandboxes get each. */
+export function overlayTable(files: readonly OverlayFileInfo[], project: string): string {
+  if (!files.length) return `No overlay files for ${project}. Add one: grove project overlay set ${project} .env --from ./.env`;
+  return table([['PATH', 'IN THE SANDBOX', 'SIZE'], ...files.map((f) => [f.path, f.writable ? 'copied (writable)' : 'mounted read-only', `${f.size} B`])]);
 }

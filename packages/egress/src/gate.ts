@@ -10,28 +10,27 @@
  *      cannot swap it), within a bounded connect timeout and a per-workspace tunnel limit.
  * Every decision, allowed or denied, reaches the audit callback once (allowed ones when they close,
  * with bytes each way).
+ * This file holds the server, its socket and the CONNECT and plain-HTTP handling; the decision (steps 1-3)
+ * and the audit record are in decision.ts, step 4's connect in upstream.ts, the HTTP framing in wire.ts.
  */
 import { chmod, chown, lstat, unlink } from 'node:fs/promises';
 import { createServer, request as httpRequest } from 'node:http';
-import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http';
-import { connect as netConnect } from 'node:net';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { EgressDecision, EgressPolicy, ErrorCode } from '@grove/contracts';
-import { classify, hostPort, parseHost, parseIp, unmap } from './address.ts';
-import type { Ip, ParsedHost } from './address.ts';
-import { matchAddress, matchName, ruleText } from './policy.ts';
+import type { EgressDecision, EgressPolicy } from '@grove/contracts';
+import { hostPort, parseHost } from './address.ts';
+import type { ParsedHost } from './address.ts';
+import { auditRecord, decide, deny, messageOf, stillAllowed } from './decision.ts';
+import type { Allow, Deny, Outcome, Verdict } from './decision.ts';
 import { systemResolver } from './resolver.ts';
 import type { Resolver } from './resolver.ts';
+import { openUpstream, tcpConnector } from './upstream.ts';
+import type { Connector } from './upstream.ts';
+import { forwardHeaders, hostKey, responseHeaders, splitAuthority, writeHttpDeny, writeRawDeny } from './wire.ts';
 
-export interface ConnectTarget {
-  address: string;
-  family: 4 | 6;
-  port: number;
-}
-
-/** Opens the upstream connection to an already-checked address. Tests inject one that refuses anything but loopback. */
-export type Connector = (target: ConnectTarget) => Socket;
+export { splitAuthority } from './wire.ts';
+export type { Connector, ConnectTarget } from './upstream.ts';
 
 export type AuditSink = (decision: EgressDecision) => void;
 
@@ -76,10 +75,6 @@ export interface Gate {
   active(): number;
 }
 
-type Allow = { allow: true; addresses: Ip[]; rule: string; reason: string };
-type Deny = { allow: false; status: number; code: ErrorCode; rule: string; reason: string; address: string | null };
-type Verdict = Allow | Deny;
-
 interface Tunnel {
   host: ParsedHost;
   port: number;
@@ -88,104 +83,6 @@ interface Tunnel {
 }
 
 const DEFAULTS = { resolveTimeoutMs: 5_000, connectTimeoutMs: 10_000, maxTunnels: 64, idleTimeoutMs: 600_000, headersTimeoutMs: 10_000 };
-
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
-
-function deny(status: number, rule: string, reason: string, address: string | null = null): Deny {
-  const code: ErrorCode = status === 429 ? 'egress_limit' : status === 502 ? 'egress_upstream' : 'egress_denied';
-  return { allow: false, status, code, rule, reason, address };
-}
-
-function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(t);
-        reject(e instanceof Error ? e : new Error(String(e)));
-      },
-    );
-  });
-}
-
-/** `host:port` (CONNECT target, absolute-URL authority, Host header) -> host and port, or why not. */
-export function splitAuthority(authority: string, defaultPort: number | null): { host: string; port: number } | { error: string } {
-  if (authority.includes('@')) return { error: 'credentials in the target are not allowed' };
-  let host: string;
-  let portText: string | null;
-  if (authority.startsWith('[')) {
-    const end = authority.indexOf(']');
-    if (end < 0) return { error: 'unterminated IPv6 literal' };
-    host = authority.slice(0, end + 1);
-    const rest = authority.slice(end + 1);
-    if (rest === '') portText = null;
-    else if (rest.startsWith(':')) portText = rest.slice(1);
-    else return { error: `unexpected "${rest}" after the IPv6 literal` };
-  } else {
-    const i = authority.lastIndexOf(':');
-    host = i < 0 ? authority : authority.slice(0, i);
-    portText = i < 0 ? null : authority.slice(i + 1);
-    if (host.includes(':')) return { error: 'IPv6 addresses must be written in brackets' };
-  }
-  if (host === '') return { error: 'the target has no host' };
-  if (portText === null) {
-    if (defaultPort === null) return { error: 'the target has no port (CONNECT needs host:port)' };
-    return { host, port: defaultPort };
-  }
-  if (!/^\d{1,5}$/.test(portText)) return { error: `"${portText}" is not a port` };
-  const port = Number(portText);
-  if (port < 1 || port > 65535) return { error: `port ${port} is outside 1-65535` };
-  return { host, port };
-}
-
-/** One comparable key per host: the canonical address for IP literals (any notation), the lowercased name otherwise. */
-function hostKey(h: ParsedHost, raw: string): string {
-  if (h.kind === 'ip') return unmap(h.ip).text;
-  if (h.kind === 'name') return h.name;
-  return `invalid:${raw}`;
-}
-
-function denyBody(d: Deny, host: string, port: number): string {
-  return JSON.stringify({ code: d.code, message: `grove egress: ${d.reason} (rule: ${d.rule})`, rule: d.rule, host, port });
-}
-
-function forwardHeaders(h: IncomingHttpHeaders): OutgoingHttpHeaders {
-  const listed = new Set(
-    String(h.connection ?? '')
-      .split(',')
-      .map((s) => s.trim().toLowerCase())
-      .filter(Boolean),
-  );
-  const out: OutgoingHttpHeaders = {};
-  for (const [k, v] of Object.entries(h)) {
-    if (v === undefined || HOP_BY_HOP.has(k) || listed.has(k)) continue;
-    out[k] = v;
-  }
-  return out;
-}
-
-function responseHeaders(raw: string[]): string[] {
-  const listed = new Set<string>();
-  for (let i = 0; i < raw.length; i += 2) {
-    if (raw[i]?.toLowerCase() === 'connection') for (const t of (raw[i + 1] ?? '').split(',')) listed.add(t.trim().toLowerCase());
-  }
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const k = raw[i] ?? '';
-    const lower = k.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || listed.has(lower)) continue;
-    out.push(k, raw[i + 1] ?? '');
-  }
-  return out;
-}
 
 class GateImpl implements Gate {
   readonly slug: string;
@@ -205,7 +102,7 @@ class GateImpl implements Gate {
     this.socketPath = opts.socketPath;
     this.current = opts.policy;
     this.resolver = opts.resolver ?? systemResolver;
-    this.connector = opts.connect ?? ((t) => netConnect({ host: t.address, port: t.port, family: t.family }));
+    this.connector = opts.connect ?? tcpConnector;
     this.o = {
       resolveTimeoutMs: opts.resolveTimeoutMs ?? DEFAULTS.resolveTimeoutMs,
       connectTimeoutMs: opts.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
@@ -238,7 +135,7 @@ class GateImpl implements Gate {
       socket.on('error', () => undefined);
       const d = deny(400, 'invalid-target', 'protocol upgrades through the plain-HTTP proxy are not supported; use CONNECT');
       this.record({ method: 'HTTP', host: req.headers.host ?? '', port: 0, verdict: d, started: Date.now() });
-      this.writeRawDeny(socket, d, req.headers.host ?? '', 0);
+      writeRawDeny(socket, d, req.headers.host ?? '', 0);
     });
     this.server.on('clientError', (_err: Error, socket: Duplex) => {
       if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
@@ -256,7 +153,7 @@ class GateImpl implements Gate {
 
   setPolicy(policy: EgressPolicy): void {
     this.current = policy;
-    for (const t of [...this.tunnels]) if (!this.stillAllowed(t)) t.kill();
+    for (const t of [...this.tunnels]) if (!stillAllowed(this.current, t)) t.kill();
   }
 
   async listen(): Promise<void> {
@@ -293,61 +190,8 @@ class GateImpl implements Gate {
 
   // ---- decisions ----
 
-  private async decide(rawHost: string, port: number): Promise<Verdict> {
-    const h = parseHost(rawHost);
-    const policy = this.current;
-    if (h.kind === 'invalid') return deny(400, 'invalid-target', `invalid host: ${h.why}`);
-    if (h.kind === 'ip') {
-      const ip = unmap(h.ip);
-      const named = matchAddress(policy, ip.text, port);
-      if (named.ok) return { allow: true, addresses: [ip], rule: ruleText(named.rule), reason: `${ip.text} is named by a rule` };
-      const cls = classify(ip);
-      if (cls !== 'public') {
-        return deny(403, `blocked-address:${cls}`, `${rawHost} is ${ip.text}, a ${cls} address, and no rule names it on port ${port}`, ip.text);
-      }
-      if (named.deny === 'port-not-allowed' && named.rule) {
-        return deny(403, 'port-not-allowed', `rule ${ruleText(named.rule)} does not allow port ${port}`, ip.text);
-      }
-      return deny(403, 'not-in-policy', `no rule allows ${hostPort(ip.text, port)}`, ip.text);
-    }
-    const m = matchName(policy, h.name, port);
-    if (!m.ok) {
-      if (m.deny === 'port-not-allowed' && m.rule) return deny(403, 'port-not-allowed', `rule ${ruleText(m.rule)} does not allow port ${port}`);
-      return deny(403, 'not-in-policy', `no rule allows ${hostPort(h.name, port)}`);
-    }
-    let answers: string[];
-    try {
-      answers = await withTimeout(this.resolver(h.name), this.o.resolveTimeoutMs, `resolving ${h.name}`);
-    } catch (e) {
-      return deny(502, 'dns-failed', `could not resolve ${h.name}: ${messageOf(e)}`);
-    }
-    if (answers.length === 0) return deny(502, 'dns-failed', `${h.name} has no addresses`);
-    const checked: Ip[] = [];
-    // Every answer must pass: a name that resolves to a public and a private address is refused whole,
-    // whichever of them a client library would have picked.
-    for (const a of answers) {
-      const parsed = parseIp(a);
-      if (!parsed) return deny(502, 'dns-failed', `the resolver answered "${a}" for ${h.name}, which is not an address`);
-      const ip = unmap(parsed);
-      const cls = classify(ip);
-      if (cls !== 'public' && !matchAddress(policy, ip.text, port).ok) {
-        return deny(403, `blocked-address:${cls}`, `${h.name} resolves to ${ip.text}, a ${cls} address, and no rule names it on port ${port}`, ip.text);
-      }
-      checked.push(ip);
-    }
-    return { allow: true, addresses: checked, rule: ruleText(m.rule), reason: `${h.name} matches the rule` };
-  }
-
-  /** Re-check an open tunnel against the current policy (no new lookup: the address it uses is known). */
-  private stillAllowed(t: Tunnel): boolean {
-    const policy = this.current;
-    const ip = parseIp(t.address);
-    if (!ip) return false;
-    const named = matchAddress(policy, ip.text, t.port).ok;
-    // An IP literal is only ever allowed by a rule naming the address.
-    if (t.host.kind === 'ip') return named;
-    if (t.host.kind !== 'name' || !matchName(policy, t.host.name, t.port).ok) return false;
-    return classify(ip) === 'public' || named;
+  private decide(rawHost: string, port: number): Promise<Verdict> {
+    return decide(this.current, rawHost, port, { resolver: this.resolver, resolveTimeoutMs: this.o.resolveTimeoutMs });
   }
 
   private reserve(): boolean {
@@ -357,54 +201,6 @@ class GateImpl implements Gate {
   }
 
   /** Connect to the checked addresses in order, within one overall connect deadline. */
-  private async open(addresses: Ip[], port: number, client: Duplex): Promise<{ socket: Socket; address: string }> {
-    const deadline = Date.now() + this.o.connectTimeoutMs;
-    let lastError: unknown = new Error('no address to connect to');
-    for (const ip of addresses) {
-      const left = deadline - Date.now();
-      if (left <= 0 || client.destroyed) break;
-      try {
-        const socket = await this.connectOne({ address: ip.text, family: ip.family, port }, left, client);
-        return { socket, address: ip.text };
-      } catch (e) {
-        lastError = e;
-      }
-    }
-    if (client.destroyed) throw new Error('the client went away while connecting');
-    throw lastError;
-  }
-
-  private connectOne(target: ConnectTarget, timeoutMs: number, client: Duplex): Promise<Socket> {
-    return new Promise<Socket>((resolve, reject) => {
-      let socket: Socket;
-      try {
-        socket = this.connector(target);
-      } catch (e) {
-        reject(e instanceof Error ? e : new Error(String(e)));
-        return;
-      }
-      const done = (err?: Error): void => {
-        clearTimeout(timer);
-        socket.off('connect', onConnect);
-        socket.off('error', onError);
-        client.off('close', onClientGone);
-        if (err) {
-          socket.destroy();
-          reject(err);
-        } else {
-          resolve(socket);
-        }
-      };
-      const onConnect = (): void => done();
-      const onError = (e: Error): void => done(e);
-      const onClientGone = (): void => done(new Error('the client went away while connecting'));
-      const timer = setTimeout(() => done(new Error(`connect to ${hostPort(target.address, target.port)} timed out after ${timeoutMs} ms`)), timeoutMs);
-      socket.once('connect', onConnect);
-      socket.once('error', onError);
-      client.once('close', onClientGone);
-    });
-  }
-
   // ---- CONNECT ----
 
   private async onConnect(req: IncomingMessage, client: Socket, head: Buffer): Promise<void> {
@@ -413,23 +209,23 @@ class GateImpl implements Gate {
     if ('error' in target) {
       const d = deny(400, 'invalid-target', `invalid CONNECT target "${req.url ?? ''}": ${target.error}`);
       this.record({ method: 'CONNECT', host: req.url ?? '', port: 0, verdict: d, started });
-      this.writeRawDeny(client, d, req.url ?? '', 0);
+      writeRawDeny(client, d, req.url ?? '', 0);
       return;
     }
     const { host, port } = target;
     const verdict = await this.decide(host, port);
     if (!verdict.allow) {
       this.record({ method: 'CONNECT', host, port, verdict, started });
-      this.writeRawDeny(client, verdict, host, port);
+      writeRawDeny(client, verdict, host, port);
       return;
     }
     if (!this.reserve()) {
       const d = deny(429, 'tunnel-limit', `this workspace already has ${this.o.maxTunnels} connections open`);
       this.record({ method: 'CONNECT', host, port, verdict: d, started });
-      this.writeRawDeny(client, d, host, port);
+      writeRawDeny(client, d, host, port);
       return;
     }
-    const upstream = await this.openAllowed({ method: 'CONNECT', host, port, verdict, started, client }, (d) => this.writeRawDeny(client, d, host, port));
+    const upstream = await this.openAllowed({ method: 'CONNECT', host, port, verdict, started, client }, (d) => writeRawDeny(client, d, host, port));
     if (!upstream) return;
     const up = upstream.socket;
     const kill = (): void => {
@@ -461,7 +257,7 @@ class GateImpl implements Gate {
     const url = req.url ?? '';
     const denyNow = (d: Deny, host: string, port: number): void => {
       this.record({ method: 'HTTP', host, port, verdict: d, started });
-      this.writeHttpDeny(res, d, host, port);
+      writeHttpDeny(res, d, host, port);
       req.resume();
     };
     if (!/^http:\/\//i.test(url)) {
@@ -505,7 +301,7 @@ class GateImpl implements Gate {
       return;
     }
     const upstream = await this.openAllowed({ method: 'HTTP', host, port, verdict, started, client: req.socket }, (d) => {
-      this.writeHttpDeny(res, d, host, port);
+      writeHttpDeny(res, d, host, port);
       req.resume();
     });
     if (!upstream) return;
@@ -538,7 +334,7 @@ class GateImpl implements Gate {
     });
     up.on('error', (e: Error) => {
       error = e.message;
-      if (!res.headersSent) this.writeHttpDeny(res, deny(502, verdict.rule, `allowed, but the upstream failed: ${e.message}`), host, port);
+      if (!res.headersSent) writeHttpDeny(res, deny(502, verdict.rule, `allowed, but the upstream failed: ${e.message}`), host, port);
       else res.destroy();
     });
     res.on('close', finish);
@@ -556,7 +352,7 @@ class GateImpl implements Gate {
     refuse: (d: Deny) => void,
   ): Promise<{ socket: Socket; address: string } | null> {
     try {
-      return await this.open(o.verdict.addresses, o.port, o.client);
+      return await openUpstream(o.verdict.addresses, o.port, o.client, { connector: this.connector, connectTimeoutMs: this.o.connectTimeoutMs });
     } catch (e) {
       this.inUse--;
       const reason = messageOf(e);
@@ -584,61 +380,11 @@ class GateImpl implements Gate {
     };
   }
 
-  // ---- replies and audit ----
+  // ---- audit ----
 
-  private writeRawDeny(socket: Duplex, d: Deny, host: string, port: number): void {
-    if (!socket.writable) {
-      socket.destroy();
-      return;
-    }
-    const body = denyBody(d, host, port);
-    const text = d.status === 400 ? 'Bad Request' : d.status === 429 ? 'Too Many Requests' : d.status === 502 ? 'Bad Gateway' : 'Forbidden';
-    socket.end(
-      `HTTP/1.1 ${d.status} ${text}\r\ncontent-type: application/json\r\nx-grove-egress-rule: ${d.rule}\r\n` +
-        `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
-    );
-  }
-
-  private writeHttpDeny(res: ServerResponse, d: Deny, host: string, port: number): void {
-    if (res.headersSent) {
-      res.destroy();
-      return;
-    }
-    const body = denyBody(d, host, port);
-    res.writeHead(d.status, { 'content-type': 'application/json', 'x-grove-egress-rule': d.rule, 'content-length': Buffer.byteLength(body), connection: 'close' });
-    res.end(body);
-  }
-
-  private record(r: {
-    method: 'CONNECT' | 'HTTP';
-    host: string;
-    port: number;
-    verdict: Verdict;
-    started: number;
-    address?: string | null;
-    status?: number;
-    bytesIn?: number;
-    bytesOut?: number;
-    error?: string;
-  }): void {
-    const v = r.verdict;
-    const decision: EgressDecision = {
-      slug: this.slug,
-      method: r.method,
-      host: r.host.slice(0, 300),
-      port: r.port,
-      address: r.address ?? (v.allow ? (v.addresses[0]?.text ?? null) : v.address),
-      decision: v.allow ? 'allow' : 'deny',
-      rule: v.rule,
-      reason: v.reason,
-      status: r.status ?? (v.allow ? 200 : v.status),
-      bytesIn: r.bytesIn ?? 0,
-      bytesOut: r.bytesOut ?? 0,
-      durationMs: Date.now() - r.started,
-      ...(r.error ? { error: r.error } : {}),
-    };
+  private record(r: Outcome): void {
     try {
-      this.opts.audit(decision);
+      this.opts.audit(auditRecord(this.slug, r));
     } catch (e) {
       this.opts.onError?.(e, 'audit callback threw');
     }

@@ -1,0 +1,32 @@
+// `grove ls`: the workspaces and how many sandboxes run.
+import { listWorkspacesResponseSchema, type ListWorkspacesResponse, type Workspace } from '@grove/contracts';
+import type { CommandSpec } from '../command.ts';
+import type { CliContext } from '../context.ts';
+import { prCell, table } from '../format.ts';
+
+function printList(ctx: CliContext, list: ListWorkspacesResponse): void {
+  const { running, creating, cap, queued } = list.capacity;
+  const state = (w: Workspace) => (w.state === 'queued' && w.queuePosition !== null ? `queued (#${w.queuePosition})` : w.state);
+  const rows = [['SLUG', 'STATE', 'BRANCH', 'PR', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, prCell(w.pullRequest), w.lastActivityAt ?? '-'])];
+  ctx.out(list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>');
+  ctx.out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}`);
+}
+
+export const ls: CommandSpec<[], { json?: boolean; all?: boolean; project?: string }> = {
+  usage: 'ls',
+  description: 'list workspaces and how many sandboxes run',
+  options: [
+    { flags: '--json', description: 'print JSON' },
+    { flags: '--all', description: 'include torn-down workspaces' },
+    { flags: '-p, --project <project>', description: 'only this project' },
+  ],
+  help: '\nExamples:\n  grove ls\n  grove ls --all --json | jq -r ".workspaces[].slug"',
+  async run(ctx, _args, o) {
+    const q = new URLSearchParams();
+    if (o.all) q.set('all', '1');
+    if (o.project) q.set('project', o.project);
+    const list = await ctx.call(listWorkspacesResponseSchema, 'GET', `/api/workspaces${q.size ? `?${q}` : ''}`);
+    if (o.json) ctx.out(JSON.stringify(list));
+    else printList(ctx, list);
+  },
+};

@@ -1,0 +1,87 @@
+// Waiting for a workspace that is being created or started: its lifecycle phases on stderr meanwhile, then
+// where the dashboard opens it. Shared by fork, restore and resume.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { eventsResponseSchema, workspaceResponseSchema, type Workspace } from '@grove/contracts';
+import { ApiError } from './client.ts';
+import type { CliContext } from './context.ts';
+import { workspaceUrl } from './format.ts';
+
+const PHASES: Record<string, string> = {
+  'workspace.queued': 'all sandbox slots in use: waiting in line',
+  'workspace.promoted': 'a slot freed: starting',
+  'workspace.reserved': 'slot reserved',
+  'workspace.prepared': 'worktree ready',
+  'sandbox.started': 'sandbox started',
+  'workspace.registered': 'ready',
+  'workspace.started': 'ready',
+  spawn_failed: 'failed',
+};
+
+export const POLL_MS = 250;
+const enc = encodeURIComponent;
+
+/** The id of the newest event of a slug (0 without any), so progress shows only what happens from now on. */
+export async function lastEventId(ctx: CliContext, slug: string): Promise<number> {
+  let after = 0;
+  for (;;) {
+    const { events } = await ctx.call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${after}&limit=1000`);
+    after = events.at(-1)?.id ?? after;
+    if (events.length < 1000) return after;
+  }
+}
+
+export interface ProgressOptions {
+  slug: string;
+  /** Only events after this id are shown (see lastEventId). */
+  after: number;
+  /** Nothing on stderr (--json). */
+  quiet: boolean;
+}
+
+/** Print the lifecycle phases of `slug` (events after `after`) on stderr while `task` runs; then its result. */
+export async function withProgress<T>(ctx: CliContext, task: Promise<T>, { slug, after, quiet }: ProgressOptions): Promise<T> {
+  let settled = false;
+  const done = task.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  let cursor = after;
+  const pump = async () => {
+    const { events } = await ctx.call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${cursor}&limit=1000`);
+    for (const e of events) {
+      cursor = e.id;
+      const phase = PHASES[e.type];
+      const detail = e.type === 'spawn_failed' ? ` - ${String(e.data.reason ?? '')}` : e.type === 'workspace.queued' ? ` (#${String(e.data.position ?? '?')})` : '';
+      if (phase && !quiet) ctx.err(`${slug}: ${phase}${detail}`);
+    }
+  };
+  // Progress is a courtesy: the task's own answer says whether it worked, so a failed read is skipped.
+  while (!settled) {
+    await pump().catch(() => undefined);
+    await Promise.race([done, sleep(POLL_MS)]);
+  }
+  await pump().catch(() => undefined);
+  return task;
+}
+
+/** Poll a workspace that is being created until it runs (or its creation failed). */
+export async function untilRunning(ctx: CliContext, slug: string): Promise<Workspace> {
+  for (;;) {
+    const { workspace } = await ctx.call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
+    if (workspace.state === 'running') return workspace;
+    // A queued fork waits its turn in line, then starts like any other.
+    if (workspace.state !== 'creating' && workspace.state !== 'queued') throw new ApiError(500, 'spawn_failed', `${slug}: ${workspace.state}${workspace.failureReason ? ` - ${workspace.failureReason}` : ''}`);
+    await sleep(POLL_MS);
+  }
+}
+
+export function printWorkspace(ctx: CliContext, w: Workspace, json: boolean): void {
+  ctx.out(json ? JSON.stringify(w) : `${w.slug}: ${w.state}${w.failureReason ? ` (${w.failureReason})` : ''}`);
+}
+
+/** Fork-like: print the running workspace and where the dashboard opens it. */
+export function printReady(ctx: CliContext, w: Workspace, json: boolean): void {
+  if (json) return ctx.out(JSON.stringify({ ...w, url: workspaceUrl(ctx.env.url, w) }));
+  printWorkspace(ctx, w, false);
+  ctx.out(workspaceUrl(ctx.env.url, w));
+}
