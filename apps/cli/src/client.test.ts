@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { endpoints, eventsResponseSchema, forkAcceptedResponseSchema, GroveError, workspaceResponseSchema } from '@grove/contracts';
-import { ApiError, createClient, matchEndpoint } from './client.ts';
+import { GroveError } from '@grove/contracts';
+import { ApiError, createClient } from './client.ts';
 import { loadCliEnv, type CliEnv } from './env.ts';
 
 // A real HTTP server on loopback answers like Grove's routes do; the registry logic is tested elsewhere.
@@ -27,37 +27,25 @@ beforeAll(async () => {
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 
 describe('the CLI client', () => {
-  it('finds the table entry of a method and path, with its parameters decoded and its query', () => {
-    const m = matchEndpoint('GET', '/api/workspaces/demo~x/turns/3/diff');
-    expect(m?.endpoint).toBe(endpoints.turnDiff);
-    expect(m?.params).toEqual({ slug: 'demo~x', n: '3' });
-    expect(matchEndpoint('DELETE', '/api/projects/demo/overlay?path=.claude%2Fa.json')).toMatchObject({ params: { project: 'demo' }, query: { path: '.claude/a.json' } });
-    expect(matchEndpoint('GET', '/api/events/stream')?.endpoint).toBe(endpoints.eventsStream);
-    expect(matchEndpoint('POST', '/api/workspaces/demo')).toBeNull();
-    expect(matchEndpoint('GET', '/api/nowhere')).toBeNull();
-  });
-
-  it('calls through the table with the token, parsing the answer with the schema asked for', async () => {
-    const { call, api } = createClient(env);
-    const accepted = await call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', { project: 'demo', name: 'x' });
-    expect(accepted.events).toBe('/api/events?slug=demo~x');
-    await expect(api.fork({ query: { wait: 'false' }, body: { project: 'demo', name: 'x' } })).resolves.toMatchObject({ workspace: { slug: 'demo~x' } });
-    expect(seen.slice(-2)).toEqual(['POST /api/workspaces?wait=false Bearer tok', 'POST /api/workspaces?wait=false Bearer tok']);
-    await expect(call(workspaceResponseSchema, 'POST', '/api/not-a-route')).rejects.toThrow(/not an endpoint of the API table/);
+  it('calls the table with the token and parses the answer with its schema', async () => {
+    const { api } = createClient(env);
+    const accepted = await api.fork({ query: { wait: 'false' }, body: { project: 'demo', name: 'x' } });
+    expect(accepted).toMatchObject({ workspace: { slug: 'demo~x' }, events: '/api/events?slug=demo~x' });
+    expect(seen.at(-1)).toBe('POST /api/workspaces?wait=false Bearer tok');
   });
 
   it('turns every failure into the error the commands know', async () => {
-    const { call } = createClient(env);
-    const full = await call(eventsResponseSchema, 'GET', '/api/events?slug=demo').catch((e: unknown) => e);
+    const { api } = createClient(env);
+    const full = await api.events({ query: { slug: 'demo' } }).catch((e: unknown) => e);
     expect(full).toBeInstanceOf(ApiError);
     expect(full).toMatchObject({ status: 429, code: 'capacity_reached', message: 'all 2 sandboxes are in use', body: { code: 'capacity_reached', cap: 2 } });
-    await expect(call(workspaceResponseSchema, 'GET', '/api/projects/demo/config')).rejects.toMatchObject({ status: 502, code: 'internal', message: 'Grove answered 502' });
-    const bad = await call(workspaceResponseSchema, 'GET', '/api/workspaces/demo~x').catch((e: unknown) => e);
+    await expect(api.projectConfig({ params: { project: 'demo' } })).rejects.toMatchObject({ status: 502, code: 'internal', message: 'Grove answered 502' });
+    const bad = await api.getWorkspace({ params: { slug: 'demo~x' } }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(GroveError);
     expect((bad as Error).message).toMatch(/^unexpected response from GET \/api\/workspaces\/demo~x: /);
 
     const down = createClient({ ...env, url: 'http://127.0.0.1:9' });
-    await expect(down.call(workspaceResponseSchema, 'GET', '/api/workspaces/demo')).rejects.toMatchObject({
+    await expect(down.api.getWorkspace({ params: { slug: 'demo' } })).rejects.toMatchObject({
       status: 0,
       code: 'unreachable',
       message: expect.stringMatching(/^cannot reach Grove at http:\/\/127\.0\.0\.1:9 .*grove up/) as string,
