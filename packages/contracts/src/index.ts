@@ -8,3 +8,4 @@ export * from './agent.ts';
 export * from './turns.ts';
 export * from './teardown.ts';
 export * from './git-flow.ts';
+export * from './endpoints.ts';
