@@ -6,8 +6,8 @@ import type { NextConfig } from 'next';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 
 const config: NextConfig = {
-  // @grove/contracts ships TypeScript source (with .ts import extensions), not a build.
-  transpilePackages: ['@grove/contracts'],
+  // @grove/contracts and @grove/client ship TypeScript source (with .ts import extensions), not a build.
+  transpilePackages: ['@grove/contracts', '@grove/client'],
   // The monorepo root holds the lockfile and node_modules; say so instead of letting Next guess.
   turbopack: { root },
   outputFileTracingRoot: root,

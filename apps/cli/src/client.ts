@@ -1,6 +1,6 @@
-// A small typed client of the registry API; every response is checked with the contracts schemas.
-import { errorBodySchema, GroveError, type ErrorCode } from '@grove/contracts';
-import type { z } from 'zod';
+// The CLI's client of the registry API: @grove/client (every call derived from the endpoint table), its errors as ApiError.
+import { GroveError, type ErrorCode } from '@grove/contracts';
+import { createClient as createGroveClient, type GroveClient, type GroveClientError } from '@grove/client';
 import type { CliEnv } from './env.ts';
 
 export class ApiError extends Error {
@@ -14,30 +14,22 @@ export class ApiError extends Error {
   }
 }
 
-export function createClient(env: CliEnv) {
-  async function call<T extends z.ZodType>(schema: T, method: string, p: string, body?: unknown): Promise<z.infer<T>> {
-    let res: Response;
-    try {
-      res = await fetch(`${env.url}${p}`, {
-        method,
-        headers: {
-          ...(env.token ? { authorization: `Bearer ${env.token}` } : {}),
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch (e) {
-      throw new ApiError(0, 'unreachable', `cannot reach Grove at ${env.url} (${(e as Error).message}); is it running? Start it with: grove up (or npm run up)`);
+/** The registry API for commands: one typed call per endpoint of the table, every failure an ApiError (or GroveError). */
+export function createClient(env: CliEnv): { api: GroveClient } {
+  const toCliError = (e: GroveError | GroveClientError): Error => {
+    if (e instanceof GroveError) return new ApiError(e.status, e.code, e.message, e.toBody());
+    if (e.kind === 'unreachable') {
+      const why = e.cause instanceof Error ? e.cause.message : String(e.cause);
+      return new ApiError(0, 'unreachable', `cannot reach Grove at ${env.url} (${why}); is it running? Start it with: grove up (or npm run up)`);
     }
-    const json: unknown = await res.json().catch(() => ({}));
-    if (!res.ok) {
-      const parsed = errorBodySchema.safeParse(json);
-      if (parsed.success) throw new ApiError(res.status, parsed.data.code, parsed.data.message, parsed.data);
-      throw new ApiError(res.status, 'internal', `Grove answered ${res.status}`);
-    }
-    const parsed = schema.safeParse(json);
-    if (!parsed.success) throw new GroveError('internal', `unexpected response from ${method} ${p}: ${parsed.error.message}`);
-    return parsed.data;
-  }
-  return { call };
+    if (e.kind === 'unexpected_status') return new ApiError(e.status, 'internal', `Grove answered ${e.status}`);
+    return new GroveError('internal', e.message);
+  };
+  const api = createGroveClient({
+    baseUrl: env.url,
+    headers: env.token ? { authorization: `Bearer ${env.token}` } : {},
+    mapError: toCliError,
+  });
+
+  return { api };
 }

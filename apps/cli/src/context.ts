@@ -1,5 +1,6 @@
 // What every command is handed: the environment, the API client, and the terminal it talks to.
 import type { z } from 'zod';
+import type { GroveClient } from '@grove/client';
 import { createClient } from './client.ts';
 import type { CliEnv } from './env.ts';
 import { EXIT, Exit } from './exit.ts';
@@ -12,7 +13,8 @@ export interface CliIo {
 
 export interface CliContext extends CliIo {
   env: CliEnv;
-  call: ReturnType<typeof createClient>['call'];
+  /** The registry API, one typed call per endpoint of the table (errors as ApiError). */
+  api: GroveClient;
   /** One line of the command's answer, on stdout. */
   out(line: string): void;
   /** One line of progress, hints or errors, on stderr: stdout stays the answer (and JSON with --json). */
@@ -23,7 +25,7 @@ export function createContext(env: CliEnv, io: CliIo): CliContext {
   return {
     ...io,
     env,
-    call: createClient(env).call,
+    api: createClient(env).api,
     out: (line) => void io.stdout.write(`${line}\n`),
     err: (line) => void io.stderr.write(`${line}\n`),
   };

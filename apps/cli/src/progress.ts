@@ -1,7 +1,7 @@
 // Waiting for a workspace that is being created or started: its lifecycle phases on stderr meanwhile, then
 // where the dashboard opens it. Shared by fork, restore and resume.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { eventsResponseSchema, workspaceResponseSchema, type Workspace } from '@grove/contracts';
+import type { Workspace } from '@grove/contracts';
 import { ApiError } from './client.ts';
 import type { CliContext } from './context.ts';
 import { workspaceUrl } from './format.ts';
@@ -18,13 +18,12 @@ const PHASES: Record<string, string> = {
 };
 
 export const POLL_MS = 250;
-const enc = encodeURIComponent;
 
 /** The id of the newest event of a slug (0 without any), so progress shows only what happens from now on. */
 export async function lastEventId(ctx: CliContext, slug: string): Promise<number> {
   let after = 0;
   for (;;) {
-    const { events } = await ctx.call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${after}&limit=1000`);
+    const { events } = await ctx.api.events({ query: { slug, after, limit: 1000 } });
     after = events.at(-1)?.id ?? after;
     if (events.length < 1000) return after;
   }
@@ -47,7 +46,7 @@ export async function withProgress<T>(ctx: CliContext, task: Promise<T>, { slug,
   );
   let cursor = after;
   const pump = async () => {
-    const { events } = await ctx.call(eventsResponseSchema, 'GET', `/api/events?slug=${enc(slug)}&after=${cursor}&limit=1000`);
+    const { events } = await ctx.api.events({ query: { slug, after: cursor, limit: 1000 } });
     for (const e of events) {
       cursor = e.id;
       const phase = PHASES[e.type];
@@ -67,7 +66,7 @@ export async function withProgress<T>(ctx: CliContext, task: Promise<T>, { slug,
 /** Poll a workspace that is being created until it runs (or its creation failed). */
 export async function untilRunning(ctx: CliContext, slug: string): Promise<Workspace> {
   for (;;) {
-    const { workspace } = await ctx.call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
+    const { workspace } = await ctx.api.getWorkspace({ params: { slug } });
     if (workspace.state === 'running') return workspace;
     // A queued fork waits its turn in line, then starts like any other.
     if (workspace.state !== 'creating' && workspace.state !== 'queued') throw new ApiError(500, 'spawn_failed', `${slug}: ${workspace.state}${workspace.failureReason ? ` - ${workspace.failureReason}` : ''}`);

@@ -4,7 +4,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { healthResponseSchema } from '@grove/contracts';
+import { endpoints } from '@grove/contracts';
+import { createClient as createGroveClient } from '@grove/client';
 import type { CliEnv } from './env.ts';
 import { isAlive, logTail, repoRoot, runningPid, serverCommand, type ServerFiles } from './server-process.ts';
 
@@ -13,8 +14,8 @@ const POLL_MS = 250;
 /** Whether a Grove server answers at `url` (its health endpoint, within 2 s). */
 export async function healthy(url: string): Promise<boolean> {
   try {
-    const r = await fetch(`${url}/api/health`, { signal: AbortSignal.timeout(2_000) });
-    return r.ok && healthResponseSchema.safeParse(await r.json()).success;
+    await createGroveClient({ baseUrl: url }).health({ signal: AbortSignal.timeout(2_000) });
+    return true;
   } catch {
     return false;
   }
@@ -100,7 +101,7 @@ async function untilHealthy(o: StartOptions & StartedServer): Promise<void> {
     }
     if (Date.now() > until) {
       if (tty) stderr.write('\n');
-      throw new Error(`the server (pid ${pid}) does not answer at ${env.url}/api/health after ${o.timeoutSeconds}s; it keeps starting in the background (see ${files.log}; stop it with grove down)`);
+      throw new Error(`the server (pid ${pid}) does not answer at ${env.url}${endpoints.health.path} after ${o.timeoutSeconds}s; it keeps starting in the background (see ${files.log}; stop it with grove down)`);
     }
     if (tty) stderr.write(`\rgrove: starting Grove (pid ${pid}${where}) ${'.'.repeat((dots = (dots % 3) + 1)).padEnd(3)}`);
     await sleep(POLL_MS);

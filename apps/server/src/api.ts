@@ -1,112 +1,32 @@
-// The registry API under /api: every body and parameter is checked with the contracts schemas.
+// The registry API under /api: each route registered from the contracts' endpoint table, which checks its input.
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
-import type { Context } from 'hono';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
-import {
-  GroveError,
-  eventsQuerySchema,
-  forkRequestSchema,
-  updateWorkspaceRequestSchema,
-  parseOrThrow,
-  restoreRequestSchema,
-  slugSchema,
-  startRequestSchema,
-  egressPolicySchema,
-  type EgressResetResponse,
-  type EgressResponse,
-  type ErrorCode,
-  type EventsResponse,
-  type LastMessageResponse,
-  type ForkQueuedResponse,
-  type GroveEvent,
-  type ListWorkspacesResponse,
-  type SavedWorkResponse,
-  type Workspace,
-  type WorkspaceResponse,
-} from '@grove/contracts';
-import { overlayPathQuerySchema, projectConfigPatchSchema, projectConfigSchema, projectNameSchema, putOverlayFileRequestSchema } from '@grove/contracts';
-import { addProjectRequestSchema, checkpointRequestSchema, diffQuerySchema, publishRequestSchema, turnNumberSchema } from '@grove/contracts';
-import type { ProjectConfigResponse, TeardownPreview, TurnDiffResponse, TurnsResponse, UndoResponse } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
-import { z } from 'zod';
+import { endpointPath, endpoints, type GroveEvent, type Workspace } from '@grove/contracts';
 import { errorPayload } from './errors.ts';
+import { createRouter, reply } from './routes.ts';
 
-const NAME_FIELDS = new Set(['name', 'project']);
-
-async function readJson(c: Context): Promise<unknown> {
-  const type = c.req.header('content-type') ?? '';
-  if (!type.includes('application/json')) {
-    throw new GroveError('invalid_input', 'request body must be JSON (content-type: application/json)');
-  }
-  try {
-    return await c.req.json();
-  } catch {
-    throw new GroveError('invalid_input', 'request body is not valid JSON');
-  }
-}
-
-/** Check value against schema and keep it as sent (no defaults filled in), for what is stored as given. */
-function checkAsSent<S extends z.ZodType>(schema: S, value: unknown, what: string): asserts value is z.input<S> {
-  parseOrThrow(schema, value, { what });
-}
-
-/** A body that may be left out entirely (POST start, checkpoint, publish): absent means {}; otherwise it must be JSON. */
-async function readOptionalJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
-  if (!text.trim()) return {};
-  if (!(c.req.header('content-type') ?? '').includes('application/json')) {
-    throw new GroveError('invalid_input', 'request body must be JSON (content-type: application/json)');
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw new GroveError('invalid_input', 'request body is not valid JSON');
-  }
-}
+/** Where the progress of a workspace shows: its audit trail. */
+const eventsOf = (slug: string) => endpointPath(endpoints.events, { query: { slug } });
 
 /** 202 for a workspace that waits in line: its place and where its progress shows. */
-function queuedBody(workspace: Workspace): ForkQueuedResponse | null {
+function queuedReply(workspace: Workspace) {
   if (workspace.state !== 'queued' || workspace.queuePosition === null) return null;
-  return {
-    workspace: { ...workspace, state: 'queued', queuePosition: workspace.queuePosition },
+  return reply(202, {
+    workspace: { ...workspace, state: 'queued' as const, queuePosition: workspace.queuePosition },
     position: workspace.queuePosition,
-    events: `/api/events?slug=${encodeURIComponent(workspace.slug)}`,
-  };
+    events: eventsOf(workspace.slug),
+  });
 }
 
-/** Names get their own code so clients can point at the field; everything else is invalid_input. */
-function parseFork(body: unknown) {
-  const r = forkRequestSchema.safeParse(body);
-  if (r.success) return r.data;
-  const nameIssue = r.error.issues.some((i) => NAME_FIELDS.has(String(i.path[0])));
-  const code: ErrorCode = nameIssue ? 'invalid_name' : 'invalid_input';
-  return parseOrThrow(forkRequestSchema, body, { what: 'workspace request', code });
-}
-
-function parseRestore(body: unknown) {
-  const r = restoreRequestSchema.safeParse(body);
-  if (r.success) return r.data;
-  const nameIssue = r.error.issues.some((i) => NAME_FIELDS.has(String(i.path[0])));
-  return parseOrThrow(restoreRequestSchema, body, { what: 'restore request', code: nameIssue ? 'invalid_name' : 'invalid_input' });
-}
-
-function projectParam(c: Context): string {
-  return parseOrThrow(projectNameSchema, c.req.param('project'), { what: 'project name', code: 'invalid_name' });
-}
-
-function slugParam(c: Context): string {
-  return parseOrThrow(slugSchema, c.req.param('slug'), { what: 'workspace slug', code: 'invalid_name' });
-}
-
-const listQuerySchema = z.object({ project: z.string().optional(), all: z.enum(['0', '1']).optional() });
-const egressQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(500).optional() });
-const forkQuerySchema = z.object({ wait: z.enum(['true', 'false', '1', '0']).optional() });
+/** wait=false (or 0): answer 202 at once; anything else waits for the workspace to be ready. */
+const waits = (q: { wait?: string | undefined }) => !(q.wait === 'false' || q.wait === '0');
 
 export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   const { grove, logger } = opts;
   const app = new Hono();
+  const route = createRouter(app, { logger });
 
   app.onError((err, c) => {
     const { status, body } = errorPayload(err, logger);
@@ -114,148 +34,84 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   });
   app.notFound((c) => c.json({ code: 'not_found', message: `no API route ${c.req.method} ${c.req.path}` }, 404));
 
-  app.get('/api/projects', async (c) => c.json({ projects: await grove.listProjects() }));
+  route(endpoints.health, async ({ c }) => {
+    c.header('cache-control', 'no-store');
+    return { ok: true as const };
+  });
 
+  route(endpoints.listProjects, async () => ({ projects: await grove.listProjects() }));
   // A project from a repository: cloned bare under GROVE_HOME (hardened; docs/git-flow.md). No workspace is started.
-  app.post('/api/projects', async (c) => {
-    const body = await readJson(c);
-    const nameIssue = addProjectRequestSchema.safeParse(body).error?.issues.some((i) => String(i.path[0]) === 'name') ?? false;
-    const req = parseOrThrow(addProjectRequestSchema, body, { what: 'project request', code: nameIssue ? 'invalid_name' : 'invalid_input' });
-    const project = await grove.addProject({ name: req.name, source: req.source, createDefault: false, failIfExists: true });
-    return c.json({ project } satisfies { project: Project }, 201);
-  });
+  route(endpoints.addProject, async ({ body }) => ({ project: await grove.addProject({ name: body.name, source: body.source, createDefault: false, failIfExists: true }) }));
 
-  // A project's agent and allowed paths (docs/agents.md). PUT validates and applies to containers created afterwards.
-  app.get('/api/projects/:project/config', async (c) => c.json({ config: await grove.projectConfig(projectParam(c)) } satisfies ProjectConfigResponse));
-  app.put('/api/projects/:project/config', async (c) => {
-    const project = projectParam(c);
-    const body = await readJson(c);
-    checkAsSent(projectConfigSchema, body, 'project config');
-    // The body as sent (checked above) is stored: defaults are applied when it is read, never written.
-    return c.json({ config: await grove.setProjectConfig(project, body) } satisfies ProjectConfigResponse);
-  });
-  app.patch('/api/projects/:project/config', async (c) => {
-    const project = projectParam(c);
-    const body = await readJson(c);
-    checkAsSent(projectConfigPatchSchema, body, 'project config change');
-    return c.json({ config: await grove.patchProjectConfig(project, body) } satisfies ProjectConfigResponse);
-  });
+  // A project's agent and allowed paths (docs/agents.md): validated, applied to containers created afterwards.
+  route(endpoints.projectConfig, async ({ params }) => ({ config: await grove.projectConfig(params.project) }));
+  // The body as sent (checked) is stored: defaults are applied when it is read, never written.
+  route(endpoints.setProjectConfig, async ({ params, sent }) => ({ config: await grove.setProjectConfig(params.project, sent) }));
+  route(endpoints.patchProjectConfig, async ({ params, sent }) => ({ config: await grove.patchProjectConfig(params.project, sent) }));
 
   // The config-parity overlay (docs/git-flow.md): the user's local files workspaces get and commits never carry.
-  app.get('/api/projects/:project/overlay', async (c) => c.json((await grove.overlayFiles(projectParam(c))) satisfies OverlayListResponse));
-  app.put('/api/projects/:project/overlay', async (c) => {
-    const project = projectParam(c);
-    const req = parseOrThrow(putOverlayFileRequestSchema, await readJson(c), { what: 'overlay file' });
-    return c.json((await grove.putOverlayFile(project, req)) satisfies OverlayListResponse);
-  });
-  app.delete('/api/projects/:project/overlay', async (c) => {
-    const project = projectParam(c);
-    const q = parseOrThrow(overlayPathQuerySchema, c.req.query(), { what: 'query' });
-    return c.json((await grove.deleteOverlayFile(project, q.path)) satisfies OverlayListResponse);
-  });
+  route(endpoints.overlay, async ({ params }) => grove.overlayFiles(params.project));
+  route(endpoints.putOverlayFile, async ({ params, body }) => grove.putOverlayFile(params.project, body));
+  route(endpoints.deleteOverlayFile, async ({ params, query }) => grove.deleteOverlayFile(params.project, query.path));
 
-  app.get('/api/workspaces', async (c) => {
-    const q = parseOrThrow(listQuerySchema, c.req.query(), { what: 'query' });
-    const body: ListWorkspacesResponse = await grove.list({ project: q.project, includeGone: q.all === '1' });
-    return c.json(body);
-  });
-
-  app.post('/api/workspaces', async (c) => {
-    const q = parseOrThrow(forkQuerySchema, c.req.query(), { what: 'query' });
-    const req = parseFork(await readJson(c));
-    const wait = !(q.wait === 'false' || q.wait === '0');
-    const workspace = await grove.fork(req, { wait });
+  route(endpoints.listWorkspaces, async ({ query }) => grove.list({ project: query.project, includeGone: query.all === '1' }));
+  route(endpoints.fork, async ({ query, body }) => {
+    const wait = waits(query);
+    const workspace = await grove.fork(body, { wait });
     // queue: true and no free slot: it waits in line; 202 with its place (the SSE stream tells when it starts).
-    const queued = queuedBody(workspace);
-    if (queued) return c.json(queued, 202);
-    if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
-    return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
+    const queued = queuedReply(workspace);
+    if (queued) return queued;
+    if (wait) return { workspace };
+    return reply(202, { workspace, events: eventsOf(workspace.slug) });
   });
 
-  app.get('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.get(slugParam(c)) } satisfies WorkspaceResponse));
-  app.post('/api/workspaces/:slug/stop', async (c) => c.json({ workspace: await grove.stop(slugParam(c)) } satisfies WorkspaceResponse));
-  app.post('/api/workspaces/:slug/start', async (c) => {
-    const slug = slugParam(c);
-    const req = parseOrThrow(startRequestSchema, await readOptionalJson(c), { what: 'start request' });
-    const workspace = await grove.start(slug, { queue: req.queue ?? false });
-    const queued = queuedBody(workspace);
-    if (queued) return c.json(queued, 202);
-    return c.json({ workspace } satisfies WorkspaceResponse);
+  route(endpoints.getWorkspace, async ({ params }) => ({ workspace: await grove.get(params.slug) }));
+  route(endpoints.stop, async ({ params }) => ({ workspace: await grove.stop(params.slug) }));
+  route(endpoints.start, async ({ params, body }) => {
+    const workspace = await grove.start(params.slug, { queue: body.queue ?? false });
+    return queuedReply(workspace) ?? { workspace };
   });
-  app.patch('/api/workspaces/:slug', async (c) => {
-    const slug = slugParam(c);
-    const req = parseOrThrow(updateWorkspaceRequestSchema, await readJson(c), { what: 'workspace settings' });
-    return c.json({ workspace: await grove.update(slug, req) } satisfies WorkspaceResponse);
-  });
-  app.delete('/api/workspaces/:slug', async (c) => c.json({ workspace: await grove.teardown(slugParam(c)) } satisfies WorkspaceResponse));
+  route(endpoints.updateWorkspace, async ({ params, body }) => ({ workspace: await grove.update(params.slug, body) }));
+  route(endpoints.teardown, async ({ params }) => ({ workspace: await grove.teardown(params.slug) }));
 
   // The last thing said in the thread, read by the host: a picker can quote it while the workspace is stopped.
-  app.get('/api/workspaces/:slug/last-message', async (c) => c.json({ lastMessage: await grove.lastMessage(slugParam(c)) } satisfies LastMessageResponse));
+  route(endpoints.lastMessage, async ({ params }) => ({ lastMessage: await grove.lastMessage(params.slug) }));
 
   // Work saved from a workspace's worktree before it was removed (refs/grove/<slug>/teardown/<n>), and bringing
   // it back as a new workspace. The slug may be gone: saved work outlives it.
   // What a teardown would keep (branch, recovery ref for uncommitted work) and remove, for the confirmation dialog.
-  app.get('/api/workspaces/:slug/teardown-preview', async (c) => c.json((await grove.teardownPreview(slugParam(c))) satisfies TeardownPreview));
-  app.get('/api/workspaces/:slug/saved', async (c) => c.json({ saved: await grove.savedWork(slugParam(c)) } satisfies SavedWorkResponse));
-  app.post('/api/workspaces/:slug/restore', async (c) => {
-    const q = parseOrThrow(forkQuerySchema, c.req.query(), { what: 'query' });
-    const req = parseRestore(await readJson(c));
-    const wait = !(q.wait === 'false' || q.wait === '0');
-    const workspace = await grove.restore(slugParam(c), req, { wait });
-    if (wait) return c.json({ workspace } satisfies WorkspaceResponse, 201);
-    return c.json({ workspace, events: `/api/events?slug=${encodeURIComponent(workspace.slug)}` }, 202);
+  route(endpoints.teardownPreview, async ({ params }) => grove.teardownPreview(params.slug));
+  route(endpoints.savedWork, async ({ params }) => ({ saved: await grove.savedWork(params.slug) }));
+  route(endpoints.restore, async ({ params, query, body }) => {
+    const wait = waits(query);
+    const workspace = await grove.restore(params.slug, body, { wait });
+    if (wait) return { workspace };
+    return reply(202, { workspace, events: eventsOf(workspace.slug) });
   });
 
   // The workspace's egress policy and its latest gate decisions; PUT replaces the policy, applied at once.
-  app.get('/api/workspaces/:slug/egress', async (c) => {
-    const q = parseOrThrow(egressQuerySchema, c.req.query(), { what: 'query' });
-    return c.json((await grove.egress(slugParam(c), { limit: q.limit })) satisfies EgressResponse);
-  });
-  app.put('/api/workspaces/:slug/egress', async (c) => {
-    const slug = slugParam(c);
-    const policy = parseOrThrow(egressPolicySchema, await readJson(c), { what: 'egress policy' });
-    return c.json({ policy: await grove.setEgressPolicy(slug, policy) });
-  });
+  route(endpoints.egress, async ({ params, query }) => grove.egress(params.slug, { limit: query.limit }));
+  route(endpoints.setEgressPolicy, async ({ params, body }) => ({ policy: await grove.setEgressPolicy(params.slug, body) }));
   // Reset: drop the workspace's own policy, back to the project default (source "default"); recorded as egress.policy.
-  app.delete('/api/workspaces/:slug/egress', async (c) => c.json({ policy: await grove.resetEgressPolicy(slugParam(c)), source: 'default' } satisfies EgressResetResponse));
+  route(endpoints.resetEgress, async ({ params }) => ({ policy: await grove.resetEgressPolicy(params.slug), source: 'default' as const }));
 
   // Undo the last turn that changed files (repeatable): files back to before it, a marker in the thread.
-  app.post('/api/workspaces/:slug/undo', async (c) => c.json((await grove.undo(slugParam(c))) satisfies UndoResponse));
+  route(endpoints.undo, async ({ params }) => grove.undo(params.slug));
   // The turns that changed files (with the one undo would restore) and each one's diff; read from git, so a stopped workspace answers too.
-  app.get('/api/workspaces/:slug/turns', async (c) => c.json({ turns: await grove.turns(slugParam(c)) } satisfies TurnsResponse));
-  app.get('/api/workspaces/:slug/turns/:n/diff', async (c) => {
-    const slug = slugParam(c);
-    const n = parseOrThrow(turnNumberSchema, c.req.param('n'), { what: 'turn number' });
-    return c.json((await grove.turnDiff(slug, n)) satisfies TurnDiffResponse);
-  });
+  route(endpoints.turns, async ({ params }) => ({ turns: await grove.turns(params.slug) }));
+  route(endpoints.turnDiff, async ({ params }) => grove.turnDiff(params.slug, params.n));
 
   // Merge-back (docs/git-flow.md): commit the worktree on the branch from the host, the diff against the fork
   // point, and publish (checkpoint, push, pull request). The diff works whether the sandbox runs or not.
-  app.post('/api/workspaces/:slug/checkpoint', async (c) => {
-    const slug = slugParam(c);
-    const req = parseOrThrow(checkpointRequestSchema, await readOptionalJson(c), { what: 'checkpoint request' });
-    return c.json((await grove.checkpoint(slug, req)) satisfies CheckpointResponse);
-  });
-  app.get('/api/workspaces/:slug/diff', async (c) => {
-    const q = parseOrThrow(diffQuerySchema, c.req.query(), { what: 'query' });
-    return c.json((await grove.diff(slugParam(c), { maxBytes: q.maxBytes })) satisfies DiffResponse);
-  });
-  app.post('/api/workspaces/:slug/publish', async (c) => {
-    const slug = slugParam(c);
-    const req = parseOrThrow(publishRequestSchema, await readOptionalJson(c), { what: 'publish request' });
-    return c.json((await grove.publish(slug, req)) satisfies PublishResponse);
-  });
+  route(endpoints.checkpoint, async ({ params, body }) => grove.checkpoint(params.slug, body));
+  route(endpoints.diff, async ({ params, query }) => grove.diff(params.slug, { maxBytes: query.maxBytes }));
+  route(endpoints.publish, async ({ params, body }) => grove.publish(params.slug, body));
 
-  app.get('/api/events', async (c) => {
-    const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });
-    const body: EventsResponse = { events: await grove.events(q) };
-    return c.json(body);
-  });
+  route(endpoints.events, async ({ query }) => ({ events: await grove.events(query) }));
 
   // Live audit events as server-sent events: lifecycle progress and capacity changes reach the
   // dashboard as they happen, with no polling. Last-Event-ID (or ?after=) replays what was missed.
-  app.get('/api/events/stream', (c) => {
-    const q = parseOrThrow(eventsQuerySchema, c.req.query(), { what: 'query' });
+  route(endpoints.eventsStream, async ({ query: q, c }) => {
     const lastId = Number(c.req.header('last-event-id') ?? q.after ?? NaN);
     return streamSSE(c, async (stream) => {
       const queue: GroveEvent[] = [];

@@ -7,10 +7,10 @@ import type { Duplex } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError } from '@grove/contracts';
+import { GroveError, endpoints } from '@grove/contracts';
 import { createApi } from './api.ts';
 import { authorize, loginCookie, tokenMatches } from './auth.ts';
-import { sendError, sendJson } from './errors.ts';
+import { sendError } from './errors.ts';
 import { parsePreviewListenerPath, previewCap, previewOrigin, previewRest, scrubPreviewResponse } from './preview.ts';
 import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, scrubWorkspaceResponse, type ProxyTarget } from './proxy.ts';
 
@@ -45,6 +45,8 @@ const FALLBACK_PAGE = `<!doctype html><meta charset="utf-8"><title>Grove</title>
 <h1>Grove is running</h1><p>The dashboard is not built yet. Run <code>npm run build -w @grove/web</code> and restart,
 or use the API: <code>GET /api/workspaces</code>.</p></body>`;
 
+const PUBLIC_PATHS = new Set<string>(Object.values(endpoints).flatMap((e) => ('public' in e && e.public ? [e.path] : [])));
+
 export function createGroveServer(opts: GroveServerOptions): GroveServer {
   const { grove, logger, token } = opts;
   const api = getRequestListener(createApi({ grove, logger }).fetch);
@@ -67,8 +69,9 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
     // frame of it would carry the cookie and could be clickjacked.
     res.setHeader('x-frame-options', 'DENY');
     res.setHeader('content-security-policy', "frame-ancestors 'none'");
-    if (url === '/api/health') {
-      sendJson(res, 200, { ok: true });
+    // The table marks what answers without a token (the health check); everything else under /api needs one.
+    if (PUBLIC_PATHS.has(url)) {
+      await api(req, res);
       return;
     }
     if (url.startsWith('/login')) {

@@ -9,3 +9,4 @@ export * from './turns.ts';
 export * from './teardown.ts';
 export * from './git-flow.ts';
 export * from './sandbox-runtime.ts';
+export * from './endpoints.ts';

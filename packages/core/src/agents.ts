@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import { GroveError, holdResponseSchema, parseOrThrow, projectConfigSchema } from '@grove/contracts';
 import type { GroveThreadEvent, ProjectConfig, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
-import { overSocket } from './health.ts';
+import { overSocket } from '@grove/runtime';
 import { notFound } from './context.ts';
 import type { GroveContext } from './context.ts';
 import { recordSnapshot, revertOutsideAllowed, undoLast } from './turn-snapshots.ts';

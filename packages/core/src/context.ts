@@ -1,11 +1,13 @@
 /**
  * The one context every part of the hub takes (queries, projects, egress policy, saved work, turns, git flow,
- * the lifecycle): the registry, paths, the repository lock, the per-slug mutex, events and the options (which
- * carry the runtime). Built once by createGrove; the parts never call back into the hub, only into this.
+ * the lifecycle, the scheduler, the reconciler): the registry, paths, the repository lock, the per-slug mutex,
+ * events, the runtime, the disk images, the operations in flight and the options. Built once by createGrove; the
+ * parts never call back into the hub, only into this.
  */
 import { GroveError } from '@grove/contracts';
 import type { EventType, GroveEvent } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
+import type { WorkspaceLimits, WorkspaceRuntime } from '@grove/runtime';
 import type { Logger } from 'pino';
 import { RepoLock } from './lock.ts';
 import { KeyedMutex } from './mutex.ts';
@@ -13,8 +15,15 @@ import { validSlug } from './paths.ts';
 import type { GrovePaths } from './paths.ts';
 import type { Registry, Release } from './registry.ts';
 import type { GroveOptions } from './types.ts';
+import type { Volumes } from './volume.ts';
 
 const DEFAULT_GIT_LOCK_TIMEOUT_MS = 30_000;
+
+/** A fork or start this process is running: teardown aborts it, reconcile and the idle sweep leave its slug alone. */
+export interface InFlight {
+  abort: AbortController;
+  task: Promise<unknown>;
+}
 
 export interface GroveContext {
   /** Everything createGrove was given, the runtime (driver, image, limits) included. */
@@ -26,6 +35,14 @@ export interface GroveContext {
   /** One lifecycle operation per workspace at a time in this process. */
   readonly slugs: KeyedMutex;
   readonly log: Logger;
+  /** Where workspaces run: their sandboxes, egress gates, host sockets and readiness (@grove/runtime). */
+  readonly runtime: WorkspaceRuntime;
+  /** Each sandbox's limits (the defaults with the options' over them). */
+  readonly limits: WorkspaceLimits;
+  /** Per-workspace disk images (the disk and inode quota); null when no quota applies. */
+  readonly volumes: Volumes | null;
+  /** The forks and starts this process is running, by slug (track adds them). */
+  readonly inflight: Map<string, InFlight>;
   /** When each workspace was last active in this process (proxied requests): socketFor writes it, idle stop reads it. */
   readonly activity: Map<string, number>;
   /** Writes that were not awaited (activity touches); close() lets them land before it closes the registry. */
@@ -46,6 +63,10 @@ export interface GroveContext {
   emitSoon(slug: string, type: EventType, data: Record<string, unknown>): void;
   /** Subscribe to events as they are written. Returns an unsubscribe function. */
   onEvent(listener: (e: GroveEvent) => void): () => void;
+  /** Run an operation that moves the slug's row through transient states, holding it (Registry.holdOperation). */
+  holding<T>(slug: string, fn: () => Promise<T>): Promise<T>;
+  /** Record a fork or start in flight until its task settles. */
+  track(slug: string, abort: AbortController, task: Promise<unknown>): void;
   /** Throws once close() has begun. */
   assertOpen(): void;
   /** Marks the context closed (close() of the hub, once). */
@@ -57,7 +78,8 @@ export function reasonOf(e: unknown): string {
   return String(e);
 }
 
-export function createContext(opts: GroveOptions, paths: GrovePaths, store: Registry): GroveContext {
+export function createContext(opts: GroveOptions, paths: GrovePaths, store: Registry, parts: { limits: WorkspaceLimits; volumes: Volumes | null }): GroveContext {
+  const inflight = new Map<string, InFlight>();
   const listeners = new Set<(e: GroveEvent) => void>();
   const log = opts.logger;
   let closed = false;
@@ -85,6 +107,10 @@ export function createContext(opts: GroveOptions, paths: GrovePaths, store: Regi
       logger: log,
     }),
     slugs: new KeyedMutex(),
+    runtime: opts.runtime,
+    limits: parts.limits,
+    volumes: parts.volumes,
+    inflight,
     activity: new Map(),
     pending: new Set(),
     get closed() {
@@ -99,6 +125,14 @@ export function createContext(opts: GroveOptions, paths: GrovePaths, store: Regi
       return () => {
         listeners.delete(listener);
       };
+    },
+    holding: async (slug, fn) => releasing(await store.holdOperation(slug), fn),
+    track: (slug, abort, task) => {
+      inflight.set(slug, { abort, task });
+      const done = (): void => {
+        if (inflight.get(slug)?.task === task) inflight.delete(slug);
+      };
+      task.then(done, done);
     },
     assertOpen: () => {
       if (closed) throw new GroveError('internal', 'this Grove instance is closed');

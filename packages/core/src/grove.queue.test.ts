@@ -103,6 +103,17 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     expect(promoted).toEqual(['demo~c', 'demo~d']);
   });
 
+  it('a queued fork runs with the project config as it stands when promoted, not as it was when it joined the line', async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'a' });
+    await g.fork(queue('b'));
+    expect(fx.driver.containers.get('demo~a')?.spec.env.GROVE_PROVIDER).toBe('scripted');
+    await g.setProjectConfig('demo', { agent: { provider: 'claude' } });
+    await g.stop('demo~a');
+    await until(async () => (await state(g, 'demo~b')) === 'running');
+    expect(fx.driver.containers.get('demo~b')?.spec.env.GROVE_PROVIDER).toBe('claude');
+  });
+
   it('a stopped workspace can wait in line to reopen; stop leaves the line, teardown removes it as usual', async () => {
     const g = await withProject();
     await g.fork({ project: 'demo', name: 'a' });

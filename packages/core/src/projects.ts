@@ -50,10 +50,14 @@ function projectExists(name: string): GroveError {
 }
 
 /**
- * Clone and register a project (addProject without its default workspace, which the lifecycle makes). `added`:
- * this call registered it (false: it was there already, and is kept as it is).
+ * Clone and register a project (addProject without its default workspace, which the lifecycle makes, with the
+ * config read or written here). `added`: this call registered it (false: it was there already, and is kept as it is).
  */
-export async function registerProject(ctx: GroveContext, o: AddProjectOptions, git: { sshCommand: string | null }): Promise<{ project: ProjectRow; added: boolean }> {
+export async function registerProject(
+  ctx: GroveContext,
+  o: AddProjectOptions,
+  git: { sshCommand: string | null },
+): Promise<{ project: ProjectRow; config: ProjectConfig; added: boolean }> {
   const { paths, store, log } = ctx;
   const name = validProject(o.name);
   const source = validSource(o.source);
@@ -101,7 +105,7 @@ export async function registerProject(ctx: GroveContext, o: AddProjectOptions, g
     log.warn({ project: name, source, existing: existing.source }, 'project exists with another source; keeping it');
   }
   if (!existing) await ctx.emit(name, 'project.added', { project: name, source, defaultBranch: project.defaultBranch });
-  return { project, added: !existing };
+  return { project, config, added: !existing };
 }
 
 /**

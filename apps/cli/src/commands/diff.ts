@@ -1,5 +1,4 @@
 // `grove diff`: what a workspace changed since it forked, as a patch git can apply, or as a stat.
-import { diffResponseSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import { diffHeadline, diffStat } from '../format.ts';
 
@@ -12,7 +11,7 @@ export const diff: CommandSpec<[slug: string], { stat?: boolean; json?: boolean 
   ],
   help: '\nExamples:\n  grove diff app~login-fix | less -R\n  grove diff app~login-fix --stat\n  grove diff app~login-fix --json | jq .ahead',
   async run(ctx, [slug], o) {
-    const d = await ctx.call(diffResponseSchema, 'GET', `/api/workspaces/${encodeURIComponent(slug)}/diff`);
+    const d = await ctx.api.diff({ params: { slug } });
     if (o.json) return ctx.out(JSON.stringify(d));
     // The summary goes to stderr so that `grove diff <slug> > x.patch` writes a patch git can apply.
     if (o.stat) {

@@ -1,5 +1,5 @@
 // `grove fork`: a new workspace, waited for until it runs; optionally the first message to its agent.
-import { forkAcceptedResponseSchema, makeSlug, postMessageRequestSchema, postMessageResponseSchema } from '@grove/contracts';
+import { makeSlug, postMessageRequestSchema, postMessageResponseSchema } from '@grove/contracts';
 import { positiveInt, type CommandSpec } from '../command.ts';
 import { EXIT, Exit } from '../exit.ts';
 import { workspaceUrl } from '../format.ts';
@@ -33,12 +33,12 @@ export const fork: CommandSpec<[project: string, name: string], ForkOptions> = {
       ...(o.keepCheckout ? { keepCheckoutOnClose: true } : {}),
       ...(o.queue ? { queue: true } : {}),
     };
-    const accepted = await ctx.call(forkAcceptedResponseSchema, 'POST', '/api/workspaces?wait=false', body);
+    const accepted = await ctx.api.fork({ query: { wait: 'false' }, body });
     const slug = accepted.workspace.slug;
     const ready = await withProgress(ctx, untilRunning(ctx, slug), { slug, after, quiet: Boolean(o.json) });
     if (!first?.success) return printReady(ctx, ready, Boolean(o.json));
     // The agent's reply streams in the dashboard (and `grove logs` has the sandbox's side); here we only hand it over.
-    const sent = await ctx.call(postMessageResponseSchema, 'POST', `/w/${encodeURIComponent(slug)}/messages`, first.data);
+    const sent = await ctx.api.raw({ method: 'POST', path: `/w/${encodeURIComponent(slug)}/messages`, schema: postMessageResponseSchema, body: first.data });
     if (o.json) return ctx.out(JSON.stringify({ ...ready, url: workspaceUrl(ctx.env.url, ready), message: sent }));
     printReady(ctx, ready, false);
     ctx.err(`message sent (turn ${sent.turn})`);

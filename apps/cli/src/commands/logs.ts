@@ -1,5 +1,4 @@
 // `grove logs`: a workspace's audit trail.
-import { eventsResponseSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 
 export const logs: CommandSpec<[slug: string], { json?: boolean }> = {
@@ -8,7 +7,7 @@ export const logs: CommandSpec<[slug: string], { json?: boolean }> = {
   options: [{ flags: '--json', description: 'print JSON' }],
   help: '\nExamples:\n  grove logs demo~fix-login\n  grove logs demo --json | jq -r .type',
   async run(ctx, [slug], o) {
-    const { events } = await ctx.call(eventsResponseSchema, 'GET', `/api/events?slug=${encodeURIComponent(slug)}`);
+    const { events } = await ctx.api.events({ query: { slug } });
     for (const e of events) ctx.out(o.json ? JSON.stringify(e) : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}`);
   },
 };

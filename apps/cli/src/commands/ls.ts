@@ -1,5 +1,5 @@
 // `grove ls`: the workspaces and how many sandboxes run.
-import { listWorkspacesResponseSchema, type ListWorkspacesResponse, type Workspace } from '@grove/contracts';
+import type { ListWorkspacesResponse, Workspace } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import type { CliContext } from '../context.ts';
 import { prCell, table } from '../format.ts';
@@ -22,10 +22,7 @@ export const ls: CommandSpec<[], { json?: boolean; all?: boolean; project?: stri
   ],
   help: '\nExamples:\n  grove ls\n  grove ls --all --json | jq -r ".workspaces[].slug"',
   async run(ctx, _args, o) {
-    const q = new URLSearchParams();
-    if (o.all) q.set('all', '1');
-    if (o.project) q.set('project', o.project);
-    const list = await ctx.call(listWorkspacesResponseSchema, 'GET', `/api/workspaces${q.size ? `?${q}` : ''}`);
+    const list = await ctx.api.listWorkspaces({ query: { all: o.all ? '1' : undefined, project: o.project || undefined } });
     if (o.json) ctx.out(JSON.stringify(list));
     else printList(ctx, list);
   },

@@ -1,5 +1,4 @@
 // `grove project add`: a project from a repository (cloned bare under GROVE_HOME).
-import { projectResponseSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 
 export const projectAdd: CommandSpec<[name: string, source: string], { json?: boolean }> = {
@@ -8,7 +7,7 @@ export const projectAdd: CommandSpec<[name: string, source: string], { json?: bo
   options: [{ flags: '--json', description: 'print JSON' }],
   help: '\nExamples:\n  grove project add app https://git.example.com/team/app.git\n  grove project add tools /srv/git/tools.git\n\nExit codes: 8 when the name is taken, 9 when the repository cannot be reached or refuses the credentials.',
   async run(ctx, [name, source], o) {
-    const { project: p } = await ctx.call(projectResponseSchema, 'POST', '/api/projects', { name, source });
+    const { project: p } = await ctx.api.addProject({ body: { name, source } });
     if (o.json) return ctx.out(JSON.stringify(p));
     ctx.out(`project ${p.name} added (default branch ${p.defaultBranch})`);
     ctx.err(`Fork a workspace of it: grove fork ${p.name} <name>`);

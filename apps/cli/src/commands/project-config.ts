@@ -1,5 +1,5 @@
 // `grove project config`: a project's config with its defaults, or a change of some keys (PATCH).
-import { projectConfigPatchSchema, projectConfigResponseSchema } from '@grove/contracts';
+import { projectConfigPatchSchema } from '@grove/contracts';
 import { repeatable, type CommandSpec } from '../command.ts';
 import { ConfigArgError, configPatch } from '../config-args.ts';
 import { checked } from '../context.ts';
@@ -15,7 +15,6 @@ export const projectConfig: CommandSpec<[project: string], { set: string[]; unse
   ],
   help: "\nExamples:\n  grove project config app\n  grove project config app --set keepCheckoutOnClose=true\n  grove project config app --set 'allowedPaths=[\"src/**\"]' --unset forge\n\nOnly the keys named change; the rest stays as stored. Sandboxes created from now on use it. docs/agents.md has every key.",
   async run(ctx, [name], o) {
-    const path = `/api/projects/${encodeURIComponent(name)}/config`;
     let r;
     if (o.set.length || o.unset.length) {
       let patch: Record<string, unknown>;
@@ -25,10 +24,10 @@ export const projectConfig: CommandSpec<[project: string], { set: string[]; unse
         if (e instanceof ConfigArgError) throw new Exit(EXIT.usage, e.message);
         throw e;
       }
-      r = await ctx.call(projectConfigResponseSchema, 'PATCH', path, checked(projectConfigPatchSchema, patch));
+      r = await ctx.api.patchProjectConfig({ params: { project: name }, body: checked(projectConfigPatchSchema, patch) });
       ctx.err(`${name}: ${[...o.set.map((s) => s.slice(0, s.indexOf('='))), ...o.unset].join(', ')} changed; sandboxes created from now on use it`);
     } else {
-      r = await ctx.call(projectConfigResponseSchema, 'GET', path);
+      r = await ctx.api.projectConfig({ params: { project: name } });
     }
     ctx.out(o.json ? JSON.stringify(r.config) : JSON.stringify(r.config, null, 2));
   },

@@ -1,5 +1,4 @@
 // `grove project overlay ls`: a project's overlay files.
-import { overlayListResponseSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import { overlayTable } from '../format.ts';
 
@@ -9,7 +8,7 @@ export const overlayLs: CommandSpec<[project: string], { json?: boolean }> = {
   options: [{ flags: '--json', description: 'print JSON' }],
   help: '\nExamples:\n  grove project overlay ls app\n  grove project overlay ls app --json | jq -r ".files[].path"',
   async run(ctx, [name], o) {
-    const r = await ctx.call(overlayListResponseSchema, 'GET', `/api/projects/${encodeURIComponent(name)}/overlay`);
+    const r = await ctx.api.overlay({ params: { project: name } });
     if (o.json) return ctx.out(JSON.stringify(r));
     ctx.out(overlayTable(r.files, name));
   },

@@ -1,5 +1,4 @@
 // `grove project overlay rm`: one overlay file no longer given to workspaces.
-import { overlayListResponseSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import { overlayTable } from '../format.ts';
 
@@ -9,7 +8,7 @@ export const overlayRm: CommandSpec<[project: string, path: string], { json?: bo
   options: [{ flags: '--json', description: 'print JSON' }],
   help: '\nExamples:\n  grove project overlay rm app .env',
   async run(ctx, [name, file], o) {
-    const r = await ctx.call(overlayListResponseSchema, 'DELETE', `/api/projects/${encodeURIComponent(name)}/overlay?${new URLSearchParams({ path: file }).toString()}`);
+    const r = await ctx.api.deleteOverlayFile({ params: { project: name }, query: { path: file } });
     if (o.json) return ctx.out(JSON.stringify(r));
     ctx.err(`${name}: ${file} removed from the overlay`);
     ctx.out(overlayTable(r.files, name));

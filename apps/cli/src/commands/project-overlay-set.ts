@@ -1,6 +1,6 @@
 // `grove project overlay set`: add or replace one overlay file, its content from --from or stdin.
 import fs from 'node:fs';
-import { overlayListResponseSchema, putOverlayFileRequestSchema } from '@grove/contracts';
+import { putOverlayFileRequestSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import { checked, type CliContext } from '../context.ts';
 import { EXIT, Exit } from '../exit.ts';
@@ -34,7 +34,7 @@ export const overlaySet: CommandSpec<[project: string, path: string], { from?: s
   async run(ctx, [name, file], o) {
     const content = o.from === undefined ? await readStdin(ctx) : readLocal(o.from);
     const body = checked(putOverlayFileRequestSchema, { path: file, content });
-    const r = await ctx.call(overlayListResponseSchema, 'PUT', `/api/projects/${encodeURIComponent(name)}/overlay`, body);
+    const r = await ctx.api.putOverlayFile({ params: { project: name }, body });
     if (o.json) return ctx.out(JSON.stringify(r));
     ctx.err(`${name}: ${file} set (${Buffer.byteLength(content)} B); workspaces forked or reopened from now on get it`);
     ctx.out(overlayTable(r.files, name));

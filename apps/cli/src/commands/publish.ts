@@ -1,5 +1,5 @@
 // `grove publish`: checkpoint, push the branch and open (or update) its pull request.
-import { publishRequestSchema, publishResponseSchema } from '@grove/contracts';
+import { publishRequestSchema } from '@grove/contracts';
 import type { CommandSpec } from '../command.ts';
 import { checked } from '../context.ts';
 
@@ -16,7 +16,7 @@ export const publish: CommandSpec<[slug: string], { title?: string; body?: strin
   async run(ctx, [slug], o) {
     const body = checked(publishRequestSchema, { title: o.title, body: o.body, message: o.message });
     if (!o.json) ctx.err(`${slug}: checkpoint, push, pull request…`);
-    const r = await ctx.call(publishResponseSchema, 'POST', `/api/workspaces/${encodeURIComponent(slug)}/publish`, body);
+    const r = await ctx.api.publish({ params: { slug }, body });
     if (o.json) return ctx.out(JSON.stringify(r));
     if (r.checkpoint.commit) ctx.err(`${slug}: checkpoint ${r.checkpoint.commit.slice(0, 12)}`);
     ctx.err(`${slug}: pushed ${r.pushed.branch} at ${r.pushed.commit.slice(0, 12)}`);

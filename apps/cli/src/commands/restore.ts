@@ -1,11 +1,10 @@
 // `grove restore`: a torn-down workspace's saved work back as a new workspace, or the list of it.
-import { forkAcceptedResponseSchema, makeSlug, parseSlug, savedWorkResponseSchema, workspaceResponseSchema } from '@grove/contracts';
+import { makeSlug, parseSlug } from '@grove/contracts';
 import { ApiError } from '../client.ts';
 import { positiveInt, type CommandSpec } from '../command.ts';
 import { table } from '../format.ts';
 import { lastEventId, printReady, untilRunning, withProgress } from '../progress.ts';
 
-const enc = encodeURIComponent;
 
 export const restore: CommandSpec<[slug: string], { name?: string; number?: number; list?: boolean; json?: boolean }> = {
   usage: 'restore <slug>',
@@ -18,7 +17,7 @@ export const restore: CommandSpec<[slug: string], { name?: string; number?: numb
   ],
   help: '\nExamples:\n  grove restore demo~fix-1 --list\n  grove restore demo~fix-1 --name fix-1-again\n  grove restore demo~fix-1 -n 1 --name first-try',
   async run(ctx, [slug], o) {
-    const { saved } = await ctx.call(savedWorkResponseSchema, 'GET', `/api/workspaces/${enc(slug)}/saved`);
+    const { saved } = await ctx.api.savedWork({ params: { slug } });
     if (o.list) {
       if (o.json) return ctx.out(JSON.stringify({ saved }));
       if (!saved.length) return ctx.out(`No saved work for ${slug}.`);
@@ -26,7 +25,7 @@ export const restore: CommandSpec<[slug: string], { name?: string; number?: numb
     }
     const { project, name: oldName } = parseSlug(slug);
     if (!saved.length) {
-      const branch = await ctx.call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`).then(
+      const branch = await ctx.api.getWorkspace({ params: { slug } }).then(
         (r) => r.workspace.branch,
         () => null,
       );
@@ -35,7 +34,7 @@ export const restore: CommandSpec<[slug: string], { name?: string; number?: numb
     }
     const name = o.name ?? `${oldName}-restored`;
     const after = await lastEventId(ctx, makeSlug(project, name)).catch(() => 0);
-    const accepted = await ctx.call(forkAcceptedResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/restore?wait=false`, { name, ...(o.number ? { n: o.number } : {}) });
+    const accepted = await ctx.api.restore({ params: { slug }, query: { wait: 'false' }, body: { name, ...(o.number ? { n: o.number } : {}) } });
     const target = accepted.workspace.slug;
     const json = Boolean(o.json);
     printReady(ctx, await withProgress(ctx, untilRunning(ctx, target), { slug: target, after, quiet: json }), json);

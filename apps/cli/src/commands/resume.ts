@@ -1,5 +1,5 @@
 // `grove resume`: reopen a workspace and print its URL; without a slug, pick one (a picker in a terminal).
-import { lastMessageResponseSchema, listWorkspacesResponseSchema, workspaceResponseSchema, type LastMessage } from '@grove/contracts';
+import type { LastMessage } from '@grove/contracts';
 import { ApiError } from '../client.ts';
 import type { CommandSpec } from '../command.ts';
 import type { CliContext } from '../context.ts';
@@ -8,11 +8,10 @@ import { ago, quote, resumeCandidates, resumeTable, table, workspaceUrl } from '
 import { runPicker } from '../picker.ts';
 import { lastEventId, untilRunning, withProgress } from '../progress.ts';
 
-const enc = encodeURIComponent;
 
 /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
 async function resumeOne(ctx: CliContext, slug: string, json: boolean): Promise<void> {
-  let { workspace } = await ctx.call(workspaceResponseSchema, 'GET', `/api/workspaces/${enc(slug)}`);
+  let { workspace } = await ctx.api.getWorkspace({ params: { slug } });
   if (workspace.state === 'gone' || workspace.state === 'failed') {
     const why = workspace.state === 'gone' ? 'was torn down' : `failed to start${workspace.failureReason ? ` (${workspace.failureReason})` : ''}`;
     throw new ApiError(404, 'workspace_not_found', `workspace "${slug}" ${why}; its branch ${workspace.branch} is kept. Saved work comes back with: grove restore ${slug} --name <new-name>`);
@@ -20,7 +19,7 @@ async function resumeOne(ctx: CliContext, slug: string, json: boolean): Promise<
   if (workspace.state === 'tearing-down') throw new ApiError(409, 'invalid_state', `workspace "${slug}" is being torn down`);
   if (workspace.state !== 'running') {
     const after = await lastEventId(ctx, slug);
-    const task = workspace.state === 'creating' ? untilRunning(ctx, slug) : ctx.call(workspaceResponseSchema, 'POST', `/api/workspaces/${enc(slug)}/start`).then((r) => r.workspace);
+    const task = workspace.state === 'creating' ? untilRunning(ctx, slug) : ctx.api.start({ params: { slug } }).then((r) => r.workspace);
     workspace = await withProgress(ctx, task, { slug, after, quiet: json });
   }
   if (json) return ctx.out(JSON.stringify({ ...workspace, url: workspaceUrl(ctx.env.url, workspace) }));
@@ -38,14 +37,13 @@ export const resume: CommandSpec<[slug: string | undefined], { json?: boolean; p
   help: '\nIn a terminal, `grove resume` opens a picker: ↑/↓ or j/k move, a number + Enter chooses, Esc/q/Ctrl-C cancels (exit 130).\nOtherwise it prints the list and exits 0.\n\nExamples:\n  grove resume               # pick one\n  grove resume demo~fix-1    # reopen this one\n  grove resume --json | jq -r ".workspaces[0].slug"',
   async run(ctx, [slug], o) {
     if (slug) return resumeOne(ctx, slug, Boolean(o.json));
-    const q = o.project ? `?project=${enc(o.project)}` : '';
-    const list = await ctx.call(listWorkspacesResponseSchema, 'GET', `/api/workspaces${q}`);
+    const list = await ctx.api.listWorkspaces({ query: { project: o.project || undefined } });
     const candidates = resumeCandidates(list.workspaces);
     const rows = await Promise.all(
       candidates.map(async (workspace) => ({
         workspace,
         // The quote is a nicety: a workspace whose thread cannot be read is listed without it.
-        lastMessage: await ctx.call(lastMessageResponseSchema, 'GET', `/api/workspaces/${enc(workspace.slug)}/last-message`).then(
+        lastMessage: await ctx.api.lastMessage({ params: { slug: workspace.slug } }).then(
           (r) => r.lastMessage,
           (): LastMessage | null => null,
         ),

@@ -1,6 +1,6 @@
 // One live feed of Grove's lifecycle events per page: a shared EventSource on /api/events/stream that
 // every card, tab and dialog subscribes to, instead of each polling the API.
-import { eventSchema, type GroveEvent } from '@grove/contracts';
+import { endpointPath, endpoints, eventSchema, type GroveEvent } from '@grove/contracts';
 
 export interface EventSubscriber {
   onEvent?: (e: GroveEvent) => void;
@@ -31,7 +31,7 @@ export interface EventFeed {
   lastId(): number | null;
 }
 
-export function createEventFeed(open: EventSourceFactory, base = '/api/events/stream'): EventFeed {
+export function createEventFeed(open: EventSourceFactory, base = endpointPath(endpoints.eventsStream)): EventFeed {
   const subscribers = new Set<EventSubscriber>();
   let source: EventSourceLike | null = null;
   let lastId: number | null = null;
