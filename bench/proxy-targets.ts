@@ -2,7 +2,6 @@
 // proxies in front of it, or Grove's front door alone, so load generator, proxies and upstream each get a process.
 import http from 'node:http';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import httpProxy from 'http-proxy';
 import * as httpProxy3 from 'http-proxy-3';
@@ -16,6 +15,13 @@ import { createGroveServer } from '../apps/server/src/server.ts';
 
 const [role, socketPath] = process.argv.slice(2);
 if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies|grove <socket>');
+
+/**
+ * The home of the front door over the real registry: its running row's backend.sock is a second listener of the
+ * upstream process (a real socket, as the proxy checks: a symlink to the upstream is refused since issue 14).
+ */
+const realHome = path.join(path.dirname(socketPath), 'real-home');
+const realSocket = path.join(realHome, 'run/bench/backend.sock');
 
 const bodies: Record<string, Buffer> = { '/1k': Buffer.alloc(1024, 'a'), '/256k': Buffer.alloc(256 * 1024, 'b') };
 
@@ -34,6 +40,11 @@ if (role === 'upstream') {
     res.end(body);
   });
   server.keepAliveTimeout = 60_000;
+  fs.mkdirSync(path.dirname(realSocket), { recursive: true });
+  fs.rmSync(realSocket, { force: true });
+  const second = http.createServer(server.listeners('request')[0] as http.RequestListener);
+  second.keepAliveTimeout = 60_000;
+  await new Promise<void>((r) => second.listen(realSocket, r));
   server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true })}\n`));
 } else if (role === 'grove') {
   // Only the front door (auth, routing, http-proxy for HTTP and WebSocket upgrades); every slug maps to the socket.
@@ -54,8 +65,8 @@ if (role === 'upstream') {
   const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
 
   // The same front door over the real registry (SQLite, the per-request socketFor lookup), with a running row
-  // whose socket path is a symlink to the upstream; the runtime is never called on this path.
-  const home = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-bench-proxy-home-'));
+  // whose backend.sock the upstream process also listens on; the runtime is never called on this path.
+  const home = realHome;
   process.on('exit', () => fs.rmSync(home, { recursive: true, force: true }));
   process.on('SIGTERM', () => process.exit(0));
   const at = new Date().toISOString();
@@ -63,8 +74,6 @@ if (role === 'upstream') {
   seed.db.insert(projects).values({ name: 'bench', source: '/nonexistent', defaultBranch: 'main', createdAt: at }).run();
   seed.db.insert(workspaces).values({ slug: 'bench', project: 'bench', name: 'default', isDefault: true, branch: 'grove/default', baseRef: 'main', state: 'running', createdAt: at, updatedAt: at }).run();
   await seed.close();
-  fs.mkdirSync(path.join(home, 'run/bench'), { recursive: true });
-  fs.symlinkSync(socketPath, path.join(home, 'run/bench/backend.sock'));
   const quiet = pino({ level: 'silent' });
   const real = await createGrove({ home, runtime: createDockerRuntime({ driver: {} as SandboxDriver, image: 'unused', logger: quiet }), maxRunning: 4, logger: quiet });
   const groveReal = createGroveServer({ grove: real, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
