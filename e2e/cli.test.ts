@@ -404,5 +404,5 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     expect(rejected.stderr).toMatch(/pushing grove\/feat failed/);
     expect(git(upstream, 'rev-parse', 'refs/heads/grove/feat')).toBe(theirs);
     expect((await grove('rm', 'app~feat')).code).toBe(0);
-  });
+  }, 180_000); // about 25 CLI runs, each a tsx start (~1 s of CPU): 35-42 s alone, over the 60 s default on a loaded 2-core machine
 });
