@@ -11,7 +11,7 @@ import { createForge } from './forge.ts';
 import type { ForgePull } from './forge.ts';
 import { RemoteGitError, deleteRemoteBranch, fetchPrune, fetchPullHead, originUrl, pullHeadRef, pushBranch } from './remote.ts';
 import type { PushResult } from './remote.ts';
-import { requireAny, requireLive, requireProject } from './context.ts';
+import { reasonOf, requireAny, requireLive, requireProject } from './context.ts';
 import type { GroveContext } from './context.ts';
 import { loadProject, readConfig } from './projects.ts';
 import { LIVE_STATES } from './registry.ts';
@@ -35,10 +35,6 @@ export interface GitFlowOptions {
   sshCommand: string | null;
   /** Owner of the worktree's index after a checkpoint (the sandbox uid), when the host may chown. */
   owner: { uid: number; gid: number } | null;
-}
-
-function reasonOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }
 
 const PUSH_HINT: Record<string, string> = {
