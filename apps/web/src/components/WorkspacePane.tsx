@@ -1,14 +1,35 @@
-// One workspace in its tab: name, state and branch, stop / tear down / close, its listening ports, its changes, and its conversation.
+// One workspace in its tab: name, state and branch, stop / tear down / close, and its views: the conversation (with its
+// listening ports and changes) and the workbench views registered in VIEWS.
 'use client';
 
-import { useCallback, useState } from 'react';
+import { useCallback, useMemo, useState, type ReactNode } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
 import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
+import { WorkbenchContext, type PaneView, type WorkbenchApi } from '../lib/workbench.ts';
 import './WorkspacePane.css';
+
+export interface ViewProps {
+  slug: string;
+  workspace: Workspace;
+  /** This view is the one on screen in a tab that is on screen. */
+  visible: boolean;
+  /** Something changed the workspace (a stop, a checkpoint): re-read what depends on it. */
+  onChanged: () => void;
+}
+
+interface ViewEntry {
+  id: Exclude<PaneView, 'conversation'>;
+  label: string;
+  render: (props: ViewProps) => ReactNode;
+}
+
+// The workbench views after the conversation, in the order of the switcher. A view is mounted the first time it is
+// shown and stays mounted (hidden) after that, so a terminal or a preview keeps its state while the conversation is up.
+const VIEWS: ViewEntry[] = [];
 
 interface PaneProps {
   slug: string;
@@ -32,6 +53,24 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
   const busyChange = useCallback((b: boolean) => onBusyChange(slug, b), [onBusyChange, slug]);
   const close = useCallback(() => onClose(slug), [onClose, slug]);
   const changed = useCallback(() => setRevision((n) => n + 1), []);
+  const [view, setView] = useState<PaneView>('conversation');
+  const [opened, setOpened] = useState<ReadonlySet<PaneView>>(() => new Set<PaneView>(['conversation']));
+  const [requestedFile, setRequestedFile] = useState<WorkbenchApi['requestedFile']>(null);
+  const show = useCallback((v: PaneView) => {
+    setView(v);
+    setOpened((o) => (o.has(v) ? o : new Set([...o, v])));
+  }, []);
+  const workbench = useMemo<WorkbenchApi>(
+    () => ({
+      show,
+      openFile: (path: string) => {
+        setRequestedFile((r) => ({ path, seq: (r?.seq ?? 0) + 1 }));
+        show('files');
+      },
+      requestedFile,
+    }),
+    [show, requestedFile],
+  );
 
   return (
     <>
@@ -66,10 +105,46 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
           </button>
         </div>
       </div>
-      {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
-      {/* Engineers only: the non-engineer default thread (Landing) never shows git words. */}
-      {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} onChanged={changed} /> : null}
-      <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active} onBusyChange={busyChange} onCloseTab={close} />
+      {VIEWS.length > 0 ? (
+        <div className="pane-views" role="tablist" aria-label={`Views of ${title}`}>
+          {[{ id: 'conversation' as const, label: 'Conversation' }, ...VIEWS].map((v) => (
+            <button
+              key={v.id}
+              role="tab"
+              id={`${slug}-view-${v.id}`}
+              aria-selected={view === v.id}
+              aria-controls={`${slug}-panel-${v.id}`}
+              tabIndex={view === v.id ? 0 : -1}
+              className="pane-view-tab"
+              onClick={() => show(v.id)}
+              onKeyDown={(e) => {
+                if (e.key !== 'ArrowRight' && e.key !== 'ArrowLeft') return;
+                const ids: PaneView[] = ['conversation', ...VIEWS.map((x) => x.id)];
+                const next = ids[(ids.indexOf(view) + (e.key === 'ArrowRight' ? 1 : ids.length - 1)) % ids.length] ?? 'conversation';
+                show(next);
+                document.getElementById(`${slug}-view-${next}`)?.focus();
+              }}
+            >
+              {v.label}
+            </button>
+          ))}
+        </div>
+      ) : null}
+      <WorkbenchContext.Provider value={workbench}>
+        <div className="pane-panel" role="tabpanel" id={`${slug}-panel-conversation`} aria-labelledby={`${slug}-view-conversation`} hidden={view !== 'conversation'}>
+          {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
+          {/* Engineers only: the non-engineer default thread (Landing) never shows git words. */}
+          {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} onChanged={changed} /> : null}
+          <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active && view === 'conversation'} onBusyChange={busyChange} onCloseTab={close} />
+        </div>
+        {workspace
+          ? VIEWS.filter((v) => opened.has(v.id)).map((v) => (
+              <div key={v.id} className="pane-panel" role="tabpanel" id={`${slug}-panel-${v.id}`} aria-labelledby={`${slug}-view-${v.id}`} hidden={view !== v.id}>
+                {v.render({ slug, workspace, visible: active && view === v.id, onChanged: changed })}
+              </div>
+            ))
+          : null}
+      </WorkbenchContext.Provider>
     </>
   );
 }
