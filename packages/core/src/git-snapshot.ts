@@ -4,10 +4,9 @@ import { copyFile, mkdir, mkdtemp, readFile, readdir, rename, rm, writeFile } fr
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { GroveError, overlayPathProblem } from '@grove/contracts';
-import { raw } from './git-exec.ts';
+import { raw, rawOrNull } from './git-exec.ts';
 import type { GitExecOptions } from './git-exec.ts';
 import { replaceFile } from './fsutil.ts';
-import { resolveCommit } from './git.ts';
 
 /**
  * The worktree as git content without entering anything the agent planted: snapshots through a throwaway index,
@@ -94,7 +93,9 @@ export async function stageWorktree(o: StageOptions): Promise<string[]> {
   };
   const run = (args: string[], what: string, input?: string): Promise<string> => raw(o.gitDir, args, what, { ...more, input });
   await run(o.parent ? ['read-tree', o.parent] : ['read-tree', '--empty'], 'reading the base tree');
-  const skip = [...new Set([...(await findEmbeddedRepos(o.worktree)), ...(await gitlinksOf(o.gitDir, o.parent))])].sort();
+  // The parent's gitlinks are read once: for the excludes here and for the raced check after the add.
+  const parentLinks = await gitlinksOf(o.gitDir, o.parent);
+  const skip = [...new Set([...(await findEmbeddedRepos(o.worktree)), ...parentLinks])].sort();
   if (skip.length === 0) await run(['add', '--all'], 'reading the worktree');
   else {
     // Exclude-only pathspecs mean "everything else"; literal, so a name with glob characters is itself.
@@ -103,7 +104,7 @@ export async function stageWorktree(o: StageOptions): Promise<string[]> {
   }
   // A repository the agent made between the walk and the add is a new gitlink in the index now (git read only its
   // HEAD and refs to name it): taken out again, so no snapshot ever records it and no later one looks inside.
-  const known = new Set(await gitlinksOf(o.gitDir, o.parent));
+  const known = new Set(parentLinks);
   const raced: string[] = [];
   for (const rec of (await run(['ls-files', '--stage', '-z'], 'listing the staged gitlinks')).split('\0')) {
     const m = /^160000 [0-9a-f]+ \d\t(.+)$/s.exec(rec);
@@ -223,9 +224,10 @@ export interface WorktreeSnapshot {
  */
 export async function snapshotWorktree(repo: string, o: { worktree: string; parent: string | null; objects?: string; indexOut?: string }): Promise<WorktreeSnapshot> {
   const gitDir = o.objects ?? repo;
-  const tip = o.parent ? await resolveCommit(repo, o.parent) : null;
+  const base = o.parent ? await commitAndTree(repo, o.parent) : null;
+  const tip = base?.commit ?? null;
   const { tree, embedded } = await snapshotTree({ repo, gitDir, worktree: o.worktree, parent: tip, indexOut: o.indexOut });
-  const unchanged = tip ? (await commitInfo(gitDir, tip)).tree === tree : (await raw(gitDir, ['ls-tree', tree], 'reading the saved tree')).trim() === '';
+  const unchanged = base ? base.tree === tree : (await raw(gitDir, ['ls-tree', tree], 'reading the saved tree')).trim() === '';
   return { tip, tree, unchanged, embedded };
 }
 
@@ -246,6 +248,16 @@ export async function changedPaths(gitDir: string, from: string | null, to: stri
   const base = from ?? (await raw(gitDir, ['hash-object', '-t', 'tree', '/dev/null'], 'naming the empty tree')).trim();
   const out = await raw(gitDir, ['diff-tree', '-r', '--no-renames', '--name-only', '-z', base, to], 'listing changed paths');
   return out.split('\0').filter(Boolean);
+}
+
+/**
+ * The commit a ref names and its tree, in one git process (a teardown and a checkpoint both need the two); null when
+ * the ref names no commit. ref must be pre-validated (no leading "-"); --end-of-options keeps it a revision anyway.
+ */
+export async function commitAndTree(repo: string, ref: string): Promise<{ commit: string; tree: string } | null> {
+  const out = ((await rawOrNull(repo, ['log', '-1', '--format=%H %T', '--end-of-options', `${ref}^{commit}`, '--'])) ?? '').trim();
+  const m = /^([0-9a-f]{40,64}) ([0-9a-f]{40,64})$/.exec(out);
+  return m?.[1] && m[2] ? { commit: m[1], tree: m[2] } : null;
 }
 
 /** Tree and parents of a commit. */

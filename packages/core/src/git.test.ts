@@ -140,6 +140,20 @@ describe('git', () => {
     await removeWorktree(repo, path);
   });
 
+  it('removes a locked worktree and its admin dir without a prune, and the path can be forked again', async () => {
+    const path = join(tmp, 'worktrees', 'demo', 'locked');
+    const base = (await resolveCommit(repo, 'main')) ?? '';
+    const { adminDir } = await ensureWorktree(repo, { path, branch: 'grove/locked', base });
+    git(repo, 'worktree', 'lock', path);
+    await removeWorktree(repo, path);
+    expect(existsSync(path)).toBe(false);
+    // Gone from disk, not merely prunable: git lists nothing at the path before any prune runs.
+    expect(existsSync(adminDir)).toBe(false);
+    expect((await listWorktrees(repo)).map((w) => w.path)).not.toContain(path);
+    const again = await ensureWorktree(repo, { path, branch: 'grove/locked', base });
+    expect(again).toMatchObject({ reused: false, createdBranch: false });
+  });
+
   it('picks grove/<name>, or adds a 4-hex nonce when the branch exists', async () => {
     expect(await freshBranch(repo, 'new-one')).toBe('grove/new-one');
     expect(await freshBranch(repo, 'a')).toMatch(/^grove\/a-[0-9a-f]{4}$/);

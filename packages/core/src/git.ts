@@ -192,8 +192,21 @@ export async function ensureWorktree(
   return { reused: false, createdBranch, adminDir: await addWorktree(repo, args, `git worktree add for ${branch}`) };
 }
 
-/** Remove a worktree (even a dirty or locked one) and its directory, then prune. No error when absent. */
+/**
+ * Remove a worktree (even a dirty or locked one): its directory, then its admin dir. No error when absent.
+ * Teardown is on the user's clock, so the common case spawns no git: the admin dir is found by reading the host-written
+ * `gitdir` files (worktreeAdminDir) and deleted with the directory, which is all `worktree remove --force --force` does
+ * (a `locked` file lives in the admin dir too). Only a worktree whose admin dir cannot be found that way is left to
+ * `git worktree remove` + `prune`.
+ */
 export async function removeWorktree(repo: string, path: string): Promise<void> {
+  const adminDir = await worktreeAdminDir(repo, path).catch(() => null);
+  if (adminDir) {
+    // removeDir: a worktree bound from the workspace's disk image is a mount point, emptied here and unmounted later.
+    await removeDir(path);
+    await rm(adminDir, { recursive: true, force: true });
+    return;
+  }
   const entry = await findWorktree(repo, path);
   if (entry) {
     try {
@@ -203,7 +216,6 @@ export async function removeWorktree(repo: string, path: string): Promise<void> 
       // The directory may already be gone; rm + prune below finish the job.
     }
   }
-  // removeDir: a worktree bound from the workspace's disk image is a mount point, emptied here and unmounted later.
   await removeDir(path);
   await prune(repo);
 }
