@@ -3,7 +3,8 @@
 #   1. base image (default grove-base:bookworm) from debootstrap + `docker import`, unless present;
 #   2. the backend bundle (npm run bundle -w @grove/backend);
 #   3. the agent CLIs for the image (the native Claude Code binary from node_modules);
-#   4. grove-sandbox:<hash12> from Dockerfile + agents + bundle + base id, re-pointing grove-sandbox:latest.
+#   4. the terminal's pty helper (docker/grove-pty.c, gcc -static);
+#   5. grove-sandbox:<hash12> from Dockerfile + agents + bundle + pty helper + base id, re-pointing grove-sandbox:latest.
 # Environment:
 #   BASE_IMAGE            base to build FROM (default grove-base:bookworm; e.g. node:20-bookworm-slim)
 #   GROVE_IMAGE           repository name of the result (default grove-sandbox)
@@ -178,7 +179,16 @@ else
   say "warning: no Claude Code binary at ${CLAUDE_SRC:-<none for $(uname -m)>}; the image will not have the claude provider's CLI (npm install, or set GROVE_CLAUDE_BINARY)"
 fi
 
-# 4. image, keyed by everything that goes into it
+# 4. the terminal's pty helper: static, so it runs on any base (the image has no compiler).
+command -v gcc >/dev/null 2>&1 || die "gcc is missing: run scripts/setup.sh (it installs gcc + libc6-dev)"
+if ! gcc -static -O2 -Wall -Wextra -Werror -o "$CTX/grove-pty.new" "$HERE/grove-pty.c" 2>"$BUILD/pty.log"; then
+  cat "$BUILD/pty.log" >&2
+  die "building docker/grove-pty.c failed (gcc -static; is libc6-dev installed?)"
+fi
+strip "$CTX/grove-pty.new" 2>/dev/null || true
+mv "$CTX/grove-pty.new" "$CTX/grove-pty"
+
+# 5. image, keyed by everything that goes into it
 install -m 0644 "$HERE/Dockerfile" "$CTX/Dockerfile"
 install -m 0644 "$BUNDLE" "$CTX/backend.mjs"
 # The sandbox user's home is defined once, as SANDBOX_PATHS.home: the driver mounts the tmpfs and the agent
@@ -186,7 +196,7 @@ install -m 0644 "$BUNDLE" "$CTX/backend.mjs"
 SANDBOX_HOME="$(sed -n "s/^  home: '\(\/[^']*\)',$/\1/p" "$ROOT/packages/sandbox/src/types.ts")"
 [ -n "$SANDBOX_HOME" ] || die "could not read SANDBOX_PATHS.home from packages/sandbox/src/types.ts"
 BASE_ID="$(docker image inspect --format '{{.Id}}' "$BASE_IMAGE" 2>/dev/null || echo "$BASE_IMAGE")"
-HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; echo "home $SANDBOX_HOME"; } | sha256sum | cut -c1-12)"
+HASH="$( { sha256sum "$CTX/Dockerfile" "$CTX/backend.mjs" "$CTX/grove-pty" | cut -d' ' -f1; echo "claude $CLAUDE_HASH"; echo "$BASE_ID"; echo "home $SANDBOX_HOME"; } | sha256sum | cut -c1-12)"
 TAG="$IMAGE:$HASH"
 
 # Earlier builds' tags, once no container (running or stopped) uses them: each is ~800 MB. docker rmi

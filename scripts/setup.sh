@@ -224,7 +224,13 @@ fi
 
 apply_runsc
 
-# 4. sandbox image
+# 4. sandbox image (it carries docker/grove-pty, built with gcc -static against glibc's libc.a)
+if ! command -v gcc >/dev/null 2>&1 || [ ! -f /usr/include/pty.h ]; then
+  is_debian_root || die "gcc and libc6-dev are missing: install them (apt-get install gcc libc6-dev) and rerun"
+  say "installing gcc + libc6-dev (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev </dev/null >/dev/null
+fi
 bash "$ROOT/docker/build-image.sh"
 
 # 5. the dashboard: `next build` when there is no build or a source is newer than it

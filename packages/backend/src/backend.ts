@@ -36,6 +36,7 @@ import { StreamHub } from './stream-hub.ts';
 import { DEFAULT_PREVIEW_PORTS, createPreview, listeningPorts } from './preview.ts';
 import type { PortRange } from './preview.ts';
 import { openThreadStore } from './thread-store.ts';
+import { DEFAULT_PTY_HELPER, createTerminals } from './terminals.ts';
 import type { ThreadStore } from './thread-store.ts';
 
 export interface BackendOptions {
@@ -82,6 +83,8 @@ export interface BackendOptions {
    * socket is the backend's alone (0600). Absent: agents run as the backend and the socket is 0666.
    */
   agentUser?: AgentUser | null;
+  /** The grove-pty helper the workspace terminals run on (default /opt/grove/grove-pty). */
+  ptyHelper?: string;
 }
 
 export interface Backend {
@@ -134,6 +137,15 @@ export function createBackend(options: BackendOptions): Backend {
     allow: options.previewPorts ?? DEFAULT_PREVIEW_PORTS,
     reserved: new Set([options.egressPort ?? 3128, options.providerRelayPort ?? PROVIDER_RELAY_PORT]),
     slug: options.slug,
+    logger,
+  });
+
+  const terminals = createTerminals({
+    helperPath: options.ptyHelper ?? DEFAULT_PTY_HELPER,
+    workspaceDir: options.workspaceDir,
+    user: options.agentUser ?? null,
+    env: options.agentEnv ?? {},
+    maxBodyBytes,
     logger,
   });
 
@@ -318,6 +330,10 @@ export function createBackend(options: BackendOptions): Backend {
       return;
     }
     const pathname = new URL(req.url ?? '/', 'http://backend').pathname;
+    if (terminals.matches(pathname)) {
+      terminals.handle(req, res);
+      return;
+    }
     const handler = routes[`${req.method ?? ''} ${pathname}`];
     const handle = async () => {
       if (!handler) throw new GroveError('not_found', `no route for ${req.method ?? '?'} ${pathname}`);
@@ -327,6 +343,7 @@ export function createBackend(options: BackendOptions): Backend {
   });
   server.on('upgrade', (req, socket, head) => {
     if (preview.matches(req.url ?? '/')) preview.upgrade(req, socket, head);
+    else if (terminals.matches(new URL(req.url ?? '/', 'http://backend').pathname)) terminals.upgrade(req, socket, head);
     else hub.handleUpgrade(req, socket, head);
   });
 
@@ -369,6 +386,7 @@ export function createBackend(options: BackendOptions): Backend {
           const settled = await settlesWithin(turn.done, options.shutdownGraceMs ?? 5000);
           if (!settled) logger.warn({ turn: turn.turn }, 'the turn did not stop in time; closing the thread anyway');
         }
+        await terminals.close();
         await store?.close();
         await hub.close();
         preview.close();

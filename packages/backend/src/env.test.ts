@@ -18,6 +18,7 @@ describe('readEnv', () => {
       egressSocket: '/run/grove/egress.sock',
       egressPort: 3128,
       agentUser: null,
+      ptyHelper: '/opt/grove/grove-pty',
     });
     expect(ENV_DEFAULTS.GROVE_SOCKET).toBe(SANDBOX_PATHS.socket);
     expect(ENV_DEFAULTS.GROVE_EGRESS_SOCKET).toBe(`${SANDBOX_PATHS.run}/egress.sock`);

@@ -24,6 +24,8 @@ export const ENV_DEFAULTS = {
   GROVE_EGRESS_SOCKET: '/run/grove/egress.sock',
   /** Loopback port inside the container that HTTP(S)_PROXY point at. */
   GROVE_EGRESS_PORT: 3128,
+  /** The pty helper the workspace terminals run on (docker/grove-pty.c, copied into the image). */
+  GROVE_PTY_HELPER: '/opt/grove/grove-pty',
 } as const;
 
 /** `FOO=` in a compose file or `docker run -e FOO=` means "not set", not "the empty string". */
@@ -80,6 +82,7 @@ const envSchema = z.object({
       .max(65535, { error: 'GROVE_EGRESS_PORT must be between 1 and 65535' })
       .default(ENV_DEFAULTS.GROVE_EGRESS_PORT),
   ),
+  GROVE_PTY_HELPER: z.preprocess(unsetIfEmpty, pathVar('GROVE_PTY_HELPER').default(ENV_DEFAULTS.GROVE_PTY_HELPER)),
 });
 
 export interface BackendEnv {
@@ -98,6 +101,8 @@ export interface BackendEnv {
   egressPort: number;
   /** GROVE_AGENT_UID/GID: the user agent processes run as; null when both are unset. */
   agentUser: AgentUser | null;
+  /** GROVE_PTY_HELPER: the grove-pty executable (tests point it at their own build). */
+  ptyHelper: string;
 }
 
 /** Throws GroveError('invalid_input') naming every variable that is wrong. */
@@ -118,6 +123,7 @@ export function readEnv(env: Record<string, string | undefined> = process.env): 
     egressSocket: parsed.GROVE_EGRESS_SOCKET,
     egressPort: parsed.GROVE_EGRESS_PORT,
     agentUser: agentUserOf(parsed.GROVE_AGENT_UID, parsed.GROVE_AGENT_GID),
+    ptyHelper: parsed.GROVE_PTY_HELPER,
   };
 }
 

@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   egress_limit: 429,
   /** The egress gate allowed a connection but could not resolve or reach the upstream. */
   egress_upstream: 502,
+  /** The workspace already has as many terminals as it may (MAX_TERMINALS). */
+  terminal_limit: 429,
   /** POST /api/projects with a name that is already registered. */
   project_exists: 409,
   /** A git remote (clone source, origin) could not be reached or refused our credentials; details.reason says which. */

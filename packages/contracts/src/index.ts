@@ -10,3 +10,4 @@ export * from './teardown.ts';
 export * from './git-flow.ts';
 export * from './sandbox-runtime.ts';
 export * from './endpoints.ts';
+export * from './terminal.ts';
