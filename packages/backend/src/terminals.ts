@@ -196,7 +196,7 @@ export function createTerminals(options: TerminalsOptions): Terminals {
     if (m && id !== undefined && m[2] === undefined && req.method === 'DELETE') {
       req.resume();
       await hangUp(lookup(id));
-      res.writeHead(204).end();
+      sendJson(res, 200, { id } satisfies CreateTerminalResponse);
       return;
     }
     throw new GroveError('not_found', `no route for ${req.method ?? '?'} ${pathname}`);

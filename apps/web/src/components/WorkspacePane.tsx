@@ -8,6 +8,7 @@ import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
 import { StateBadge } from './ui.tsx';
+import { TerminalView } from './Terminal.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
 import { WorkbenchContext, type PaneView, type WorkbenchApi } from '../lib/workbench.ts';
 import './WorkspacePane.css';
@@ -29,7 +30,9 @@ interface ViewEntry {
 
 // The workbench views after the conversation, in the order of the switcher. A view is mounted the first time it is
 // shown and stays mounted (hidden) after that, so a terminal or a preview keeps its state while the conversation is up.
-const VIEWS: ViewEntry[] = [];
+const VIEWS: ViewEntry[] = [
+  { id: 'terminal', label: 'Terminal', render: (p) => <TerminalView {...p} /> },
+];
 
 interface PaneProps {
   slug: string;

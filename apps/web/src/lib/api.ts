@@ -4,6 +4,8 @@ import {
   GroveError,
   backendStatusSchema,
   cancelTurnResponseSchema,
+  createTerminalResponseSchema,
+  terminalListResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
   threadResponseSchema,
@@ -95,6 +97,10 @@ export const api = {
   ports: (slug: string) => proxied('GET', slug, '/ports', portsResponseSchema),
   /** Stops the running turn (202); 409 invalid_state when it already ended. */
   cancelTurn: (slug: string) => proxied('POST', slug, '/turn/cancel', cancelTurnResponseSchema),
+  /** The workspace's terminals (shells in its sandbox): list (for reconnect), open, close. */
+  terminals: (slug: string) => proxied('GET', slug, '/terminals', terminalListResponseSchema),
+  openTerminal: (slug: string, cols: number, rows: number) => proxied('POST', slug, '/terminals', createTerminalResponseSchema, { cols, rows }),
+  closeTerminal: (slug: string, id: string) => proxied('DELETE', slug, `/terminals/${encodeURIComponent(id)}`, createTerminalResponseSchema),
   /** The turns that changed files, newest first (works while the workspace is stopped). */
   turns: (slug: string) => client.turns({ params: { slug } }),
   turnDiff: (slug: string, n: number) => client.turnDiff({ params: { slug, n } }),
@@ -115,6 +121,12 @@ export function streamUrl(slug: string): string {
 }
 
 /** The stable preview address of a port in a workspace (the same across stop and reopen). */
+/** The WebSocket URL of one terminal of a workspace (same origin; the cookie rides along). */
+export function terminalUrl(slug: string, id: string): string {
+  const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
+  return `${proto}//${window.location.host}${ws(slug)}/terminals/${encodeURIComponent(id)}/socket`;
+}
+
 export function previewPath(slug: string, port: number): string {
   return `${ws(slug)}/preview/${port}/`;
 }

@@ -1,0 +1,234 @@
+// The workspace's Terminal view: shells in its sandbox (xterm.js over /w/<slug>/terminals/<id>/socket), several per
+// workspace as small tabs, fitted to the panel, reattached (with their scrollback) after a reload or a dropped socket.
+'use client';
+
+import { useCallback, useEffect, useRef, useState } from 'react';
+import type { Workspace } from '@grove/contracts';
+import { api, messageOf, terminalUrl } from '../lib/api.ts';
+import '@xterm/xterm/css/xterm.css';
+import './Terminal.css';
+
+interface Props {
+  slug: string;
+  workspace: Workspace;
+  visible: boolean;
+  onChanged: () => void;
+}
+
+export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
+  const [ids, setIds] = useState<string[]>([]);
+  const [current, setCurrent] = useState<string | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [reopening, setReopening] = useState(false);
+  const running = workspace.state === 'running';
+
+  const refresh = useCallback(async () => {
+    try {
+      const { terminals } = await api.terminals(slug);
+      const list = terminals.map((t) => t.id);
+      setIds(list);
+      setCurrent((c) => (c !== null && list.includes(c) ? c : (list[0] ?? null)));
+      setError(null);
+    } catch (e) {
+      setError(messageOf(e));
+    }
+  }, [slug]);
+
+  useEffect(() => {
+    if (running) void refresh();
+    else {
+      setIds([]);
+      setCurrent(null);
+    }
+  }, [running, refresh]);
+
+  const add = async () => {
+    try {
+      const { id } = await api.openTerminal(slug, 80, 24);
+      setIds((l) => [...l, id]);
+      setCurrent(id);
+      setError(null);
+    } catch (e) {
+      setError(messageOf(e));
+    }
+  };
+
+  const close = async (id: string) => {
+    try {
+      await api.closeTerminal(slug, id);
+    } catch (e) {
+      setError(messageOf(e));
+    }
+    void refresh();
+  };
+
+  const reopen = async () => {
+    setReopening(true);
+    try {
+      await api.start(slug);
+      onChanged();
+    } catch (e) {
+      setError(messageOf(e));
+    } finally {
+      setReopening(false);
+    }
+  };
+
+  if (!running) {
+    return (
+      <div className="terminal-view terminal-stopped" role="status">
+        <p>The workspace is stopped; terminals run in its sandbox.</p>
+        <button type="button" onClick={() => void reopen()} disabled={reopening || workspace.state !== 'stopped'}>
+          {reopening ? 'Reopening…' : 'Reopen'}
+        </button>
+        {error && <p className="terminal-error" role="alert">{error}</p>}
+      </div>
+    );
+  }
+
+  return (
+    <div className="terminal-view">
+      <div className="terminal-tabs" role="tablist" aria-label="Terminals">
+        {ids.map((id, i) => (
+          <span key={id} className={`terminal-tab${id === current ? ' is-current' : ''}`}>
+            <button type="button" role="tab" aria-selected={id === current} onClick={() => setCurrent(id)}>
+              Terminal {i + 1}
+            </button>
+            <button type="button" className="terminal-close" aria-label={`Close terminal ${i + 1}`} onClick={() => void close(id)}>
+              ×
+            </button>
+          </span>
+        ))}
+        <button type="button" className="terminal-new" onClick={() => void add()}>
+          + New terminal
+        </button>
+        <span className="terminal-hint">Tab goes to the shell; press Escape then Tab (or Ctrl+Shift+E) to move focus out.</span>
+      </div>
+      {error && <p className="terminal-error" role="alert">{error}</p>}
+      {ids.length === 0 && <p className="terminal-empty">No terminal yet: open one with “+ New terminal”.</p>}
+      {ids.map((id) => (
+        <TerminalScreen key={id} slug={slug} id={id} shown={visible && id === current} onEnded={() => void refresh()} />
+      ))}
+    </div>
+  );
+}
+
+/** One xterm attached to one terminal's socket; reconnects while the terminal exists. */
+function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string; shown: boolean; onEnded: () => void }) {
+  const host = useRef<HTMLDivElement>(null);
+  const fitRef = useRef<(() => void) | null>(null);
+  const [status, setStatus] = useState<string>('Connecting…');
+
+  useEffect(() => {
+    let disposed = false;
+    let socket: WebSocket | null = null;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+    let cleanup: (() => void) | null = null;
+    const element = host.current;
+    if (!element) return;
+
+    void (async () => {
+      // Loaded on first use, so xterm is not in the main bundle.
+      const [{ Terminal }, { FitAddon }] = await Promise.all([import('@xterm/xterm'), import('@xterm/addon-fit')]);
+      if (disposed) return;
+      const term = new Terminal({ cursorBlink: true, fontSize: 13, scrollback: 5000, fontFamily: 'ui-monospace, Menlo, Consolas, monospace' });
+      const fit = new FitAddon();
+      term.loadAddon(fit);
+      term.open(element);
+      const sendResize = () => {
+        if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }));
+      };
+      const doFit = () => {
+        if (element.offsetWidth === 0 || element.offsetHeight === 0) return;
+        fit.fit();
+        sendResize();
+      };
+      fitRef.current = doFit;
+      const observer = new ResizeObserver(doFit);
+      observer.observe(element);
+
+      // Keyboard users leave the terminal with Escape then Tab, or Ctrl+Shift+E.
+      let escaped = false;
+      term.attachCustomKeyEventHandler((ev) => {
+        if (ev.type !== 'keydown') return true;
+        if (ev.ctrlKey && ev.shiftKey && (ev.key === 'E' || ev.key === 'e')) {
+          term.blur();
+          element.closest('.terminal-view')?.querySelector<HTMLElement>('.terminal-new')?.focus();
+          return false;
+        }
+        if (ev.key === 'Tab' && escaped) {
+          escaped = false;
+          term.blur();
+          return false;
+        }
+        escaped = ev.key === 'Escape';
+        return true;
+      });
+      const encoder = new TextEncoder();
+      const input = term.onData((data) => {
+        if (socket?.readyState === WebSocket.OPEN) socket.send(encoder.encode(data));
+      });
+
+      const connect = () => {
+        if (disposed) return;
+        const ws = new WebSocket(terminalUrl(slug, id));
+        ws.binaryType = 'arraybuffer';
+        socket = ws;
+        let replayed = false;
+        ws.onopen = () => {
+          setStatus('');
+          doFit();
+        };
+        ws.onmessage = (ev: MessageEvent<ArrayBuffer | string>) => {
+          // The first frame after (re)connecting is the scrollback: start from a clean screen.
+          if (!replayed) {
+            replayed = true;
+            term.reset();
+          }
+          term.write(typeof ev.data === 'string' ? ev.data : new Uint8Array(ev.data));
+        };
+        ws.onclose = (ev) => {
+          if (disposed) return;
+          if (ev.code === 4000 || ev.code === 1008) {
+            setStatus(ev.reason || 'The shell exited.');
+            onEnded();
+            return;
+          }
+          setStatus('Disconnected; reconnecting…');
+          retry = setTimeout(() => {
+            // Only while the terminal still exists (a stop or teardown ends it).
+            api.terminals(slug).then(
+              ({ terminals }) => (terminals.some((t) => t.id === id) ? connect() : onEnded()),
+              () => connect(),
+            );
+          }, 1000);
+        };
+      };
+      connect();
+      cleanup = () => {
+        observer.disconnect();
+        input.dispose();
+        term.dispose();
+      };
+    })();
+
+    return () => {
+      disposed = true;
+      clearTimeout(retry);
+      socket?.close();
+      cleanup?.();
+      fitRef.current = null;
+    };
+  }, [slug, id, onEnded]);
+
+  useEffect(() => {
+    if (shown) fitRef.current?.();
+  }, [shown]);
+
+  return (
+    <div className="terminal-screen" hidden={!shown} data-terminal={id}>
+      {status && <p className="terminal-status" role="status">{status}</p>}
+      <div className="terminal-host" ref={host} />
+    </div>
+  );
+}

@@ -1,0 +1,52 @@
+// The Terminal view in real Chromium against the real server and sandbox: open a terminal in the workspace tab, type a
+// command, read its output in the page, reload and see it again (the scrollback replays); screenshot workbench-terminal.
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TerminalListResponse } from '@grove/contracts';
+import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
+import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+
+const home = makeHome('web-terminal');
+const shot = screenshotter(home);
+let s: RunningServer;
+let browser: Browser;
+
+beforeAll(async () => {
+  assertWebReady();
+  s = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR } });
+  await waitRunning(s, 'demo');
+  browser = await launchBrowser();
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await s?.stop();
+  cleanup(home);
+});
+
+describe('Terminal view', () => {
+  it('opens a shell in the sandbox, shows its output, and shows it again after a reload', async () => {
+    const page = await signedIn(browser, s.base, 1280);
+    await page.goto(`${s.base}/p/demo/w/default`);
+    await page.getByRole('tab', { name: 'Terminal', exact: true }).click();
+    await page.getByRole('button', { name: '+ New terminal' }).click();
+    await page.locator('.terminal-host .xterm').waitFor();
+    await page.getByText('press Escape then Tab').waitFor();
+    await page.locator('.terminal-host .xterm').click();
+    await page.keyboard.type('echo "answer=$((6*7))"; id -un');
+    await page.keyboard.press('Enter');
+    // xterm's DOM renderer puts each row in .xterm-rows; the echo of the typed line holds no "answer=42".
+    const rows = page.locator('.terminal-screen:not([hidden]) .xterm-rows');
+    await expect.poll(() => rows.innerText(), { timeout: 20_000 }).toMatch(/answer=42\s+grove/);
+    await shot(page, 'workbench-terminal');
+
+    const listed = await s.api<TerminalListResponse>('GET', '/w/demo/terminals');
+    expect(listed.body.terminals).toHaveLength(1);
+    await page.reload();
+    await page.getByRole('tab', { name: 'Terminal', exact: true }).click();
+    await expect.poll(() => page.locator('.terminal-screen:not([hidden]) .xterm-rows').innerText(), { timeout: 20_000 }).toMatch(/answer=42\s+grove/);
+    // The same terminal, reattached: no second one was opened.
+    expect((await s.api<TerminalListResponse>('GET', '/w/demo/terminals')).body.terminals.map((t) => t.id)).toEqual(listed.body.terminals.map((t) => t.id));
+    await page.context().close();
+  });
+});
