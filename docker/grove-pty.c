@@ -73,13 +73,25 @@ int main(int argc, char **argv) {
   size_t have = 0;
   char buf[16384];
   int in_open = 1;
+  int status = 0, reaped = 0;
   for (;;) {
+    /* Not every kernel reports EIO on the master when the last slave closes (gVisor does not), so the
+     * shell's exit is also watched directly: once it is gone, what is left in the pty is drained below. */
+    if (waitpid(child, &status, WNOHANG) == child) {
+      reaped = 1;
+      fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
+      ssize_t n;
+      while ((n = read(master, buf, sizeof buf)) > 0) {
+        if (write_all(1, buf, (size_t)n) < 0) break;
+      }
+      break;
+    }
     struct pollfd fds[3] = {
         {.fd = master, .events = POLLIN},
         {.fd = in_open ? 0 : -1, .events = POLLIN},
         {.fd = ctl, .events = POLLIN},
     };
-    if (poll(fds, 3, -1) < 0) {
+    if (poll(fds, 3, 250) < 0) {
       if (errno == EINTR) continue;
       break;
     }
@@ -120,8 +132,7 @@ int main(int argc, char **argv) {
     }
   }
   close(master);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  while (!reaped && waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
