@@ -1,5 +1,6 @@
 // The Terminal view in real Chromium against the real server and sandbox: open a terminal in the workspace tab, type a
-// command, read its output in the page, reload and see it again (the scrollback replays); screenshot workbench-terminal.
+// command, read its output in the page, reload and see it again (the scrollback replays); stopped, it offers Reopen;
+// screenshot workbench-terminal.
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TerminalListResponse } from '@grove/contracts';
@@ -47,6 +48,12 @@ describe('Terminal view', () => {
     await expect.poll(() => page.locator('.terminal-screen:not([hidden]) .xterm-rows').innerText(), { timeout: 20_000 }).toMatch(/answer=42\s+grove/);
     // The same terminal, reattached: no second one was opened.
     expect((await s.api<TerminalListResponse>('GET', '/w/demo/terminals')).body.terminals.map((t) => t.id)).toEqual(listed.body.terminals.map((t) => t.id));
+
+    // Stopped (here from the API, as from another tab): the view says why there is no shell, and Reopen starts it.
+    expect((await s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
+    await page.getByText('The workspace is stopped; terminals run in its sandbox.').waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'Reopen', exact: true }).click();
+    await page.getByRole('button', { name: '+ New terminal' }).waitFor({ timeout: 60_000 });
     await page.context().close();
   });
 });
