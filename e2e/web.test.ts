@@ -209,13 +209,13 @@ describe('dashboard', () => {
     await page.getByRole('button', { name: 'Create workspace' }).click();
     await page.getByRole('list', { name: 'Progress of alpha' }).first().waitFor();
     await shot(page, 'fork-progress');
-    await page.getByRole('link', { name: 'Open alpha' }).click({ timeout: 60_000 });
-    await page.waitForURL('**/p/demo/w/alpha');
+    // A fork opens its own tab once it is ready: no click on Open.
+    await page.waitForURL('**/p/demo/w/alpha', { timeout: 90_000 });
     await pane(page, 'alpha').getByLabel('Message').waitFor();
 
     await page.getByRole('link', { name: 'All workspaces' }).click();
     await fork(page, 'beta');
-    await page.getByRole('link', { name: 'Open beta' }).click({ timeout: 60_000 });
+    await page.waitForURL('**/p/demo/w/beta', { timeout: 90_000 });
     await pane(page, 'beta').getByLabel('Message').waitFor();
     step('forked two');
 
