@@ -284,6 +284,16 @@ describe('dashboard', () => {
     await shot(page, 'resume-picker');
     await page.keyboard.press('Escape');
 
+    // GET /resume is a page: it opens the picker on arrival; choosing alpha opens its tab.
+    const resume = await page.goto(`${s.base}/resume`);
+    expect(resume?.status()).toBe(200);
+    await picker.getByRole('option', { name: /alpha/ }).waitFor();
+    await picker.getByRole('combobox', { name: 'Find a workspace' }).fill('alpha');
+    await page.keyboard.press('Enter');
+    await page.waitForURL('**/p/demo/w/alpha');
+    await pane(page, 'alpha').getByLabel('Message').waitFor();
+    await page.getByRole('link', { name: 'All workspaces' }).click();
+
     // Tear down alpha from its card: the confirmation says the branch is kept; its tab is closed by hand.
     await card(page, 'alpha').getByRole('button', { name: 'Tear down' }).click();
     await page.getByText('is kept').waitFor();
