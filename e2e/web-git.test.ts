@@ -157,14 +157,15 @@ describe('forking from a pull request, and keeping the checkout', () => {
     // The upstream has no refs/pull/7/head: the progress says where it started instead, and why.
     const progress = page.getByRole('dialog', { name: 'Starting review' });
     await progress.getByText(/^Started at main instead of pull request #7: pull request #7's head could not be fetched: .+/).waitFor({ timeout: 60_000 });
-    await progress.getByText('Ready.').waitFor({ timeout: 90_000 });
+    // Ready opens the new workspace's tab by itself.
+    await page.waitForURL('**/p/app/w/review', { timeout: 90_000 });
     const ws = await get('app~review');
     expect(ws).toMatchObject({ state: 'running', baseRef: 'main', keepCheckoutOnClose: true });
     const repo = path.join(s.home, 'repos', 'app');
     expect(git(repo, 'rev-parse', 'grove/review')).toBe(git(repo, 'rev-parse', 'main'));
     const fallback = await s.api<{ events: { data: { wanted?: string; base?: string } }[] }>('GET', '/api/events?slug=app~review&type=workspace.base_fallback');
     expect(fallback.body.events.map((e) => [e.data.wanted, e.data.base])).toEqual([['pull request #7', 'main']]);
-    await progress.getByRole('button', { name: 'Close' }).click();
+    await page.getByRole('link', { name: 'All workspaces' }).click();
 
     // The card keeps saying it, and shows the choice made in the dialog.
     const c = card(page, 'review');
@@ -218,11 +219,11 @@ describe('forking from a pull request, and keeping the checkout', () => {
     await second.getByRole('button', { name: 'Create workspace' }).click();
     const started = page.getByRole('dialog', { name: 'Starting pr-one' });
     await started.getByText('Started at the head of pull request #1.').waitFor({ timeout: 60_000 });
-    await started.getByText('Ready.').waitFor({ timeout: 90_000 });
+    await page.waitForURL('**/p/app/w/pr-one', { timeout: 90_000 });
     expect(await started.getByText(/^Started at main instead/).count()).toBe(0);
     expect((await get('app~pr-one')).baseRef).toBe('refs/grove-pr/1/head');
     expect(git(path.join(s.home, 'repos', 'app'), 'rev-parse', 'grove/pr-one')).toBe(git(upstream, 'rev-parse', 'grove/feat'));
-    await started.getByRole('button', { name: 'Close' }).click();
+    await page.getByRole('link', { name: 'All workspaces' }).click();
     const prCard = card(page, 'pr-one');
     await prCard.getByText('pull request #1', { exact: true }).waitFor();
     expect(await prCard.getByText(/^Started at/).count()).toBe(0);

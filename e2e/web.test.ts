@@ -209,13 +209,13 @@ describe('dashboard', () => {
     await page.getByRole('button', { name: 'Create workspace' }).click();
     await page.getByRole('list', { name: 'Progress of alpha' }).first().waitFor();
     await shot(page, 'fork-progress');
-    await page.getByRole('link', { name: 'Open alpha' }).click({ timeout: 60_000 });
-    await page.waitForURL('**/p/demo/w/alpha');
+    // A fork opens its own tab once it is ready: no click on Open.
+    await page.waitForURL('**/p/demo/w/alpha', { timeout: 90_000 });
     await pane(page, 'alpha').getByLabel('Message').waitFor();
 
     await page.getByRole('link', { name: 'All workspaces' }).click();
     await fork(page, 'beta');
-    await page.getByRole('link', { name: 'Open beta' }).click({ timeout: 60_000 });
+    await page.waitForURL('**/p/demo/w/beta', { timeout: 90_000 });
     await pane(page, 'beta').getByLabel('Message').waitFor();
     step('forked two');
 
@@ -283,6 +283,16 @@ describe('dashboard', () => {
     await picker.getByText('Agent: Slept for 6000 ms').waitFor();
     await shot(page, 'resume-picker');
     await page.keyboard.press('Escape');
+
+    // GET /resume is a page: it opens the picker on arrival; choosing alpha opens its tab.
+    const resume = await page.goto(`${s.base}/resume`);
+    expect(resume?.status()).toBe(200);
+    await picker.getByRole('option', { name: /alpha/ }).waitFor();
+    await picker.getByRole('combobox', { name: 'Find a workspace' }).fill('alpha');
+    await page.keyboard.press('Enter');
+    await page.waitForURL('**/p/demo/w/alpha');
+    await pane(page, 'alpha').getByLabel('Message').waitFor();
+    await page.getByRole('link', { name: 'All workspaces' }).click();
 
     // Tear down alpha from its card: the confirmation says the branch is kept; its tab is closed by hand.
     await card(page, 'alpha').getByRole('button', { name: 'Tear down' }).click();

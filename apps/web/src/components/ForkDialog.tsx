@@ -4,6 +4,7 @@
 'use client';
 
 import Link from 'next/link';
+import { useRouter } from 'next/navigation';
 import { useEffect, useId, useRef, useState, type FormEvent } from 'react';
 import { forkRequestSchema, workspaceNameSchema, type ForkRequest, type Project, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
@@ -355,6 +356,17 @@ function ForkProgressView({
   }, [watch.done, started]);
 
   const href = workspaceHref(started);
+  // Once it is ready the new workspace opens in its tab by itself; the Open link stays for the moment before navigation lands.
+  const router = useRouter();
+  const openedOnce = useRef(false);
+  const onCloseRef = useRef(onClose);
+  onCloseRef.current = onClose;
+  useEffect(() => {
+    if (!watch.done || openedOnce.current) return;
+    openedOnce.current = true;
+    router.push(href);
+    onCloseRef.current();
+  }, [watch.done, href, router]);
   return (
     <>
       <p className="dialog-lead">
