@@ -219,8 +219,9 @@ describe('forking from a pull request, and keeping the checkout', () => {
     await second.getByRole('button', { name: 'Create workspace' }).click();
     const started = page.getByRole('dialog', { name: 'Starting pr-one' });
     await started.getByText('Started at the head of pull request #1.').waitFor({ timeout: 60_000 });
-    await page.waitForURL('**/p/app/w/pr-one', { timeout: 90_000 });
+    // Checked while the dialog is still up: ready opens the tab and the dialog goes with it.
     expect(await started.getByText(/^Started at main instead/).count()).toBe(0);
+    await page.waitForURL('**/p/app/w/pr-one', { timeout: 90_000 });
     expect((await get('app~pr-one')).baseRef).toBe('refs/grove-pr/1/head');
     expect(git(path.join(s.home, 'repos', 'app'), 'rev-parse', 'grove/pr-one')).toBe(git(upstream, 'rev-parse', 'grove/feat'));
     await page.getByRole('link', { name: 'All workspaces' }).click();

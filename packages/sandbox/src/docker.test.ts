@@ -437,8 +437,10 @@ describe('docker driver: lifecycle', () => {
     expect(posted.status).toBe(202);
     const file = join(fx.specs.a.worktreePath, 'made', 'by-agent.txt');
     const deadline = Date.now() + 15_000;
-    while (!existsSync(file) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-    expect(readFileSync(file, 'utf8')).toBe('hello');
+    // The file can exist before its content is written (the agent's child creates, then writes): wait for both.
+    const content = () => (existsSync(file) ? readFileSync(file, 'utf8') : null);
+    while (content() !== 'hello' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+    expect(content()).toBe('hello');
     for (const p of [file, join(fx.specs.a.worktreePath, 'made')]) expect(statSync(p)).toMatchObject({ uid: SANDBOX_UID, gid: SANDBOX_GID });
     const thread = statSync(join(fx.specs.a.threadDir, 'thread.jsonl'));
     expect(thread.uid).toBe(0);
