@@ -24,10 +24,15 @@ export function loadOrCreateToken(opts: { home: string; fromEnv?: string | undef
   return token;
 }
 
-function safeEqual(a: string, b: string): boolean {
-  const ha = crypto.createHash('sha256').update(a).digest();
-  const hb = crypto.createHash('sha256').update(b).digest();
-  return crypto.timingSafeEqual(ha, hb);
+const sha256 = (s: string): Buffer => crypto.createHash('sha256').update(s).digest();
+
+// The server's token is one string for its whole life: its digest is made once, not on every request.
+let known: { token: string; digest: Buffer } | null = null;
+
+/** Constant time in the candidate's content and length (both sides are compared as SHA-256 digests). */
+function safeEqual(candidate: string, token: string): boolean {
+  if (known?.token !== token) known = { token, digest: sha256(token) };
+  return crypto.timingSafeEqual(sha256(candidate), known.digest);
 }
 
 /** Every value of the cookie `name`, in the order the browser sent them (a cookie may be there more than once). */

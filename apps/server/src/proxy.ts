@@ -3,7 +3,7 @@ import http from 'node:http';
 import { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { verifyBackendSocket } from '@grove/core';
+import { verifyBackendSocket, verifyBackendSocketSync } from '@grove/core';
 import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
@@ -36,7 +36,10 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   // The backend's host-only routes (docs/agents.md): the server holds the workspace and writes grove
   // markers itself; through the front door they would let a browser forge them. Normalized the way the
   // backend routes, so dot segments cannot slip past.
-  if (HOST_ONLY.test(new URL(path, 'http://backend').pathname)) {
+  // Only a path with a dot, a percent sign, a backslash or an empty segment can normalize to something else; the
+  // rest is tested as it is (no URL object per request).
+  const pathname = /[.%\\]|\/\//.test(path) ? new URL(path, 'http://backend').pathname : (m[2] ?? '/');
+  if (HOST_ONLY.test(pathname)) {
     throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${parsed.data}/`);
   }
   return { slug: parsed.data, path };
@@ -99,19 +102,20 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
     pools.set(socketPath, { key, agent });
     return agent;
   };
-  const target = async (slug: string): Promise<{ socketPath: string; key: string }> => {
-    const socketPath = await grove.socketFor(slug);
-    const { key } = await verifyBackendSocket(socketPath, slug);
-    return { socketPath, key };
-  };
   return {
     async web(req, res, t) {
-      const { socketPath, key } = await target(t.slug);
+      // Routing and the socket check, for every request: the registry's row (running, and where), then what is at
+      // that path. The check is synchronous on purpose: an lstat is a few microseconds, its promise version ten
+      // times that and most of the proxy's own time (docs/benchmarks.md).
+      const socketPath = await grove.socketFor(t.slug);
+      const { key } = verifyBackendSocketSync(socketPath, t.slug);
       prepare(req, t);
       forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders });
     },
     async ws(req, socket, head, t) {
-      const { socketPath } = await target(t.slug);
+      const socketPath = await grove.socketFor(t.slug);
+      // One connection per upgrade, so one check per upgrade.
+      await verifyBackendSocket(socketPath, t.slug);
       prepare(req, t);
       forwardUpgrade(req, socket, head, { socketPath, logger, onResponseHeaders });
     },
@@ -184,11 +188,12 @@ function forward(req: http.IncomingMessage, res: http.ServerResponse, o: Forward
     ur.on('error', () => res.destroy());
   });
   up.on('error', (err) => {
-    if (res.headersSent) {
+    // The client went away first (below): nobody is left to answer, and it is not the backend's fault.
+    if (res.headersSent || res.destroyed) {
       res.destroy();
       return;
     }
-    sendError(res, unavailable(err), o.logger);
+    sendError(res, err instanceof GroveError ? err : unavailable(err), o.logger);
   });
   // A client that goes away mid-response must not leave the upstream request running.
   res.on('close', () => {

@@ -107,7 +107,7 @@ const grove: Grove = {
     // A workspace whose backend never listened: its socket is not there.
     if (slug.endsWith('~gone')) return path.join(dir, 'gone.sock');
     // Sockets the tests below plant or replace under a slug of their own.
-    const planted = /~(planted-[a-z]+|swap)$/.exec(slug);
+    const planted = /~(planted-[a-z]+|swap|slow)$/.exec(slug);
     return planted ? path.join(dir, `${planted[1]}.sock`) : sock;
   },
   projectConfig: async () => ({}),
@@ -121,6 +121,8 @@ const grove: Grove = {
 
 let backend: http.Server;
 let front: GroveServer;
+/** What the front door logged at level error: a client that goes away is not one. */
+const errorLines: string[] = [];
 let base: string;
 let previewBase: string;
 
@@ -164,7 +166,7 @@ beforeAll(async () => {
     wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, req));
   });
   await new Promise<void>((r) => backend.listen(sock, r));
-  front = createGroveServer({ grove, logger: pino({ level: 'silent' }), token: TOKEN });
+  front = createGroveServer({ grove, logger: pino({ level: 'error' }, { write: (line: string) => void errorLines.push(line) }), token: TOKEN });
   const port = await front.listen(0, '127.0.0.1');
   base = `http://127.0.0.1:${port}`;
   previewBase = `http://127.0.0.1:${await front.listenPreview(0, '127.0.0.1')}`;
@@ -490,6 +492,38 @@ describe('what the proxy connects to', () => {
     } finally {
       for (const name of ['planted-link', 'planted-file', 'planted-fifo']) registry.delete(`demo~${name}`);
       engine.server.close();
+    }
+  });
+
+  it('lets a client go away mid-request without calling it a backend failure', async () => {
+    as('slow');
+    const file = path.join(dir, 'slow.sock');
+    let seen!: () => void;
+    const arrived = new Promise<void>((r) => (seen = r));
+    let cut!: () => void;
+    const upstreamClosed = new Promise<void>((r) => (cut = r));
+    const server = http.createServer((req, res) => {
+      seen();
+      res.on('close', () => cut());
+      // Never answers: the client leaves first.
+    });
+    await new Promise<void>((r) => server.listen(file, r));
+    try {
+      const before = errorLines.length;
+      const ac = new AbortController();
+      const req = fetch(`${base}/w/demo~slow/wait`, { headers: auth, signal: ac.signal });
+      await arrived;
+      ac.abort();
+      await expect(req).rejects.toThrow();
+      // The upstream request is cut too (nothing left running for a client that is gone) ...
+      await upstreamClosed;
+      await new Promise((r) => setTimeout(r, 50));
+      // ... and nothing is logged as an error for it.
+      expect(errorLines.slice(before)).toEqual([]);
+    } finally {
+      registry.delete('demo~slow');
+      server.closeAllConnections();
+      server.close();
     }
   });
 

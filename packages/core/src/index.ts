@@ -3,6 +3,6 @@ export { createGrove, DEFAULT_LIMITS } from './grove.ts';
 export type { AddProjectOptions, Grove, GroveOptions } from './types.ts';
 export { defaultPolicy } from './egress.ts';
 export { PROXY_ENV } from '@grove/runtime';
-export { verifyBackendSocket } from '@grove/runtime';
+export { verifyBackendSocket, verifyBackendSocketSync } from '@grove/runtime';
 export type { EgressOptions } from './egress.ts';
 export type { WatchResult } from './git-flow.ts';

@@ -6,7 +6,7 @@ export { PROXY_ENV, PROXY_URL } from './egress-gates.ts';
 export type { EgressGateOptions } from './egress-gates.ts';
 export { getOverSocket, overSocket, probeHealth } from './health.ts';
 export type { HealthProbe } from './health.ts';
-export { verifyBackendSocket } from './backend-socket.ts';
+export { verifyBackendSocket, verifyBackendSocketSync } from './backend-socket.ts';
 export type { SocketIdentity } from './backend-socket.ts';
 // The workspace's side of the host's files: who owns what the sandbox writes, and where it sees it.
 export { BACKEND_GID, BACKEND_UID, SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from '@grove/sandbox';
