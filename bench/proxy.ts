@@ -38,8 +38,8 @@ async function startSandboxed(runtime: SandboxRuntime): Promise<RunningServer> {
   const home = mkTemp(`proxy-${runtime}`);
   homes.push(home);
   // The dashboard mounted as `npm run up` mounts it (Next's handler in the same process), when it is built.
-  const web = fs.existsSync(path.join(WEB_DIR, '.next', 'BUILD_ID')) ? { GROVE_WEB_DIR: WEB_DIR } : {};
-  if (!web.GROVE_WEB_DIR) console.log('apps/web is not built (npm run build -w @grove/web): the sandboxed rows run without the dashboard');
+  const web: Record<string, string> = fs.existsSync(path.join(WEB_DIR, '.next', 'BUILD_ID')) ? { GROVE_WEB_DIR: WEB_DIR } : {};
+  if (!web['GROVE_WEB_DIR']) console.log('apps/web is not built (npm run build -w @grove/web): the sandboxed rows run without the dashboard');
   const s = await startServer({ home, env: { GROVE_RUNTIME: runtime, ...web } });
   servers.push(s);
   await waitRunning(s, 'demo');

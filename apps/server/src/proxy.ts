@@ -8,6 +8,7 @@ import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
+import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UpstreamPool, UpstreamProtocolError, framingOf, parseResponseHead, requestHead, type Framing } from './upstream.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
 const HOST_ONLY = /^\/(hold|hold\/release|notes)$/;
@@ -102,6 +103,15 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
     pools.set(socketPath, { key, agent });
     return agent;
   };
+  const leanPools = new Map<string, UpstreamPool>();
+  const leanPoolFor = (socketPath: string): UpstreamPool => {
+    let pool = leanPools.get(socketPath);
+    if (!pool) {
+      pool = new UpstreamPool(socketPath);
+      leanPools.set(socketPath, pool);
+    }
+    return pool;
+  };
   return {
     async web(req, res, t) {
       // Routing and the socket check, for every request: the registry's row (running, and where), then what is at
@@ -110,7 +120,8 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
       const socketPath = await grove.socketFor(t.slug);
       const { key } = verifyBackendSocketSync(socketPath, t.slug);
       prepare(req, t);
-      forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders });
+      if (bodiless(req)) forwardLean(req, res, { socketPath, key, pool: leanPoolFor(socketPath), logger, onResponseHeaders });
+      else forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders });
     },
     async ws(req, socket, head, t) {
       const socketPath = await grove.socketFor(t.slug);
@@ -122,12 +133,11 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
     close() {
       for (const p of pools.values()) p.agent.destroy();
       pools.clear();
+      for (const p of leanPools.values()) p.drain();
+      leanPools.clear();
     },
   };
 }
-
-/** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never the next one. */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
 /** The request's end-to-end headers and the x-forwarded-* ones, as the backend gets them. */
 function upstreamHeaders(req: http.IncomingMessage, scheme: 'http' | 'ws'): http.OutgoingHttpHeaders {
@@ -200,6 +210,191 @@ function forward(req: http.IncomingMessage, res: http.ServerResponse, o: Forward
     if (!res.writableFinished) up.destroy();
   });
   req.pipe(up);
+}
+
+/** A request that carries no body (nearly every request the dashboard makes) takes the lean path. */
+function bodiless(req: http.IncomingMessage): boolean {
+  const len = req.headers['content-length'];
+  return req.headers['transfer-encoding'] === undefined && (len === undefined || len === '0') && req.method !== 'CONNECT';
+}
+
+/** The response's headers as node would have parsed them (lower-case names; Set-Cookie a list), for the hook. */
+function parsedHeaders(raw: string[]): http.IncomingHttpHeaders {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const k = (raw[i] ?? '').toLowerCase();
+    const v = raw[i + 1] ?? '';
+    const cur = out[k];
+    if (k === 'set-cookie') out[k] = Array.isArray(cur) ? [...cur, v] : [v];
+    else out[k] = cur === undefined ? v : `${String(cur)}, ${v}`;
+  }
+  return out;
+}
+
+interface LeanOptions extends ForwardOptions {
+  key: string;
+  pool: UpstreamPool;
+}
+
+/**
+ * A body-less request over a pooled connection without node's HTTP client: the head goes out as one write, the
+ * response is framed by upstream.ts (strict: anything it cannot frame one way is a 502 and the connection goes),
+ * its head passes the hook like every other, and its body is written through as it arrives, with backpressure. A
+ * reused connection that closes before any byte of the answer is retried once on a new one (the request has no
+ * body, and the backend closes idle connections on its own schedule).
+ */
+function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: LeanOptions): void {
+  const method = req.method ?? 'GET';
+  const text = requestHead(method, req.url ?? '/', upstreamHeaders(req, 'http'));
+  let finished = false;
+  let current: Socket | null = null;
+  // A client that goes away mid-response must not leave the upstream request running, nor be retried.
+  res.on('close', () => {
+    if (finished) return;
+    finished = true;
+    current?.destroy();
+  });
+
+  const attempt = (socket: Socket, reused: boolean): void => {
+    current = socket;
+    let head: Buffer | null = null;
+    let framing: Framing | null = null;
+    let remaining = 0;
+    let decoder: ChunkedDecoder | null = null;
+    let keep = false;
+    let answered = false;
+
+    const done = (clean: boolean) => {
+      finished = true;
+      res.end();
+      if (clean && keep) o.pool.give(o.key, socket);
+      else socket.destroy();
+    };
+    const fail = (err: Error) => {
+      // A retired attempt's socket still reports its close (or a late error); only the current one counts.
+      if (finished || current !== socket) return;
+      socket.destroy();
+      if (!answered && reused) {
+        attempt(o.pool.fresh(), false);
+        return;
+      }
+      finished = true;
+      if (res.headersSent || res.destroyed) {
+        res.destroy();
+        return;
+      }
+      const e =
+        err instanceof UpstreamProtocolError
+          ? new GroveError('backend_unavailable', `the workspace backend's answer is not HTTP/1.1 the proxy can frame: ${err.message}`, { cause: err })
+          : unavailable(err);
+      sendError(res, e, o.logger);
+    };
+    const write = (chunk: Buffer) => {
+      if (chunk.length && !res.write(chunk)) {
+        socket.pause();
+        res.once('drain', () => socket.resume());
+      }
+    };
+    const body = (chunk: Buffer) => {
+      if (!framing) return;
+      if (framing.kind === 'close') {
+        write(chunk);
+        return;
+      }
+      if (framing.kind === 'length') {
+        const n = Math.min(remaining, chunk.length);
+        write(chunk.subarray(0, n));
+        remaining -= n;
+        if (remaining === 0) done(n === chunk.length);
+        return;
+      }
+      if (framing.kind === 'chunked' && decoder) {
+        const { payload, rest } = decoder.push(chunk);
+        for (const p of payload) write(p);
+        if (decoder.done) done(rest === 0);
+        return;
+      }
+      // No body: bytes here are past the response, so the connection is not clean.
+      done(chunk.length === 0);
+    };
+    const onData = (chunk: Buffer) => {
+      answered = true;
+      if (framing) {
+        body(chunk);
+        return;
+      }
+      head = head ? Buffer.concat([head, chunk]) : chunk;
+      for (;;) {
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) {
+          if (head.length > MAX_RESPONSE_HEAD) fail(new UpstreamProtocolError('a response head over 64 KiB'));
+          return;
+        }
+        let parsed;
+        try {
+          parsed = parseResponseHead(head.toString('latin1', 0, end));
+          if (parsed.status === 101) throw new UpstreamProtocolError('101 Switching Protocols to a request that asked for no upgrade');
+          framing = parsed.status < 200 ? null : framingOf(parsed, method);
+        } catch (err) {
+          fail(err as Error);
+          return;
+        }
+        const rest = head.subarray(end + 4);
+        head = rest;
+        // An interim answer (100, 103) is not passed on: the final one follows on the same connection.
+        if (!framing) {
+          if (rest.length === 0) return;
+          continue;
+        }
+        const connection = parsed.raw.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'connection' && /\bclose\b/i.test(parsed.raw[i + 1] ?? ''));
+        keep = !parsed.http10 && !connection && framing.kind !== 'close';
+        const headers = parsedHeaders(parsed.raw);
+        o.onResponseHeaders?.(headers);
+        const pairs: string[] = [];
+        for (const [k, v] of Object.entries(headers)) {
+          if (v === undefined || HOP_BY_HOP.has(k)) continue;
+          for (const one of Array.isArray(v) ? v : [v]) pairs.push(k, one);
+        }
+        res.writeHead(parsed.status, parsed.statusText, pairs);
+        if (framing.kind === 'length') remaining = framing.length;
+        if (framing.kind === 'chunked') decoder = new ChunkedDecoder();
+        if (framing.kind === 'none' || (framing.kind === 'length' && remaining === 0)) {
+          done(rest.length === 0);
+          return;
+        }
+        if (rest.length) {
+          try {
+            body(rest);
+          } catch (err) {
+            fail(err as Error);
+          }
+        }
+        return;
+      }
+    };
+    socket.on('data', (chunk: Buffer) => {
+      if (current !== socket) return;
+      try {
+        onData(chunk);
+      } catch (err) {
+        fail(err as Error);
+      }
+    });
+    socket.on('error', fail);
+    socket.on('close', () => {
+      if (finished || current !== socket) return;
+      // Delimited by the close: the body is complete now.
+      if (framing?.kind === 'close') {
+        finished = true;
+        res.end();
+        return;
+      }
+      fail(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+    });
+    socket.write(text);
+  };
+  const { socket, reused } = o.pool.take(o.key);
+  attempt(socket, reused);
 }
 
 function head(statusLine: string, pairs: string[]): string {

@@ -1,0 +1,206 @@
+// The proxy's lean path for requests without a body: a pooled connection to the backend socket, the request head
+// written as one string, and the response framed by a small strict HTTP/1.1 reader, without node's client stack.
+import type http from 'node:http';
+import { connect, type Socket } from 'node:net';
+
+/** A response head, as the backend sent it (names as sent; the reader refused anything malformed). */
+export interface ResponseHead {
+  /** HTTP/1.0: the connection is not kept. */
+  http10: boolean;
+  status: number;
+  statusText: string;
+  /** [name, value, name, value, …] */
+  raw: string[];
+}
+
+/** How the body after a head is delimited. */
+export type Framing = { kind: 'none' } | { kind: 'length'; length: number } | { kind: 'chunked' } | { kind: 'close' };
+
+/** The reader refused the backend's answer; the connection is dropped. */
+export class UpstreamProtocolError extends Error {
+  override name = 'UpstreamProtocolError';
+}
+
+/** The most a response head may take before the reader gives up on it. */
+export const MAX_RESPONSE_HEAD = 64 * 1024;
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\r\n]*))?$/;
+
+/**
+ * Parse one response head (status line and header lines, without the final blank line). Strict on purpose: a
+ * header that could be framed two ways (folded lines, a bare CR, two lengths that disagree, a transfer coding
+ * other than chunked) is refused, so the client never sees a response other than the one the reader framed.
+ */
+export function parseResponseHead(text: string): ResponseHead {
+  const lines = text.split('\r\n');
+  const m = STATUS_LINE.exec(lines[0] ?? '');
+  if (!m) throw new UpstreamProtocolError(`not an HTTP/1.1 status line: ${JSON.stringify((lines[0] ?? '').slice(0, 80))}`);
+  const raw: string[] = [];
+  for (let i = 1; i < lines.length; i++) {
+    const line = lines[i] ?? '';
+    const colon = line.indexOf(':');
+    const name = colon > 0 ? line.slice(0, colon) : '';
+    if (!TOKEN.test(name)) throw new UpstreamProtocolError(`malformed header line: ${JSON.stringify(line.slice(0, 80))}`);
+    const value = line.slice(colon + 1).trim();
+    if (/[\r\n\0]/.test(value)) throw new UpstreamProtocolError(`header ${name} holds a control character`);
+    raw.push(name, value);
+  }
+  return { http10: m[1] === '0', status: Number(m[2]), statusText: m[3] ?? '', raw };
+}
+
+/** How the body of this response to this method is delimited (RFC 9112 6.3). */
+export function framingOf(head: ResponseHead, method: string): Framing {
+  if (method === 'HEAD' || head.status === 204 || head.status === 304 || head.status < 200) return { kind: 'none' };
+  let te: string | null = null;
+  let length: number | null = null;
+  for (let i = 0; i + 1 < head.raw.length; i += 2) {
+    const name = (head.raw[i] ?? '').toLowerCase();
+    const value = head.raw[i + 1] ?? '';
+    if (name === 'transfer-encoding') {
+      if (te !== null) throw new UpstreamProtocolError('more than one Transfer-Encoding header');
+      te = value.toLowerCase();
+    } else if (name === 'content-length') {
+      if (!/^\d{1,15}$/.test(value)) throw new UpstreamProtocolError(`Content-Length ${JSON.stringify(value)} is not a length`);
+      const n = Number(value);
+      if (length !== null && length !== n) throw new UpstreamProtocolError('two Content-Length headers that disagree');
+      length = n;
+    }
+  }
+  if (te !== null) {
+    if (te !== 'chunked') throw new UpstreamProtocolError(`Transfer-Encoding ${JSON.stringify(te)} is not supported`);
+    if (length !== null) throw new UpstreamProtocolError('both Transfer-Encoding and Content-Length');
+    return { kind: 'chunked' };
+  }
+  return length === null ? { kind: 'close' } : { kind: 'length', length };
+}
+
+/**
+ * The body of a chunked response, decoded incrementally: `push` takes bytes as they arrive and returns the payload
+ * they carry and, once the last chunk and its trailers are through, how many bytes of the input were left over.
+ */
+export class ChunkedDecoder {
+  private state: 'size' | 'data' | 'data-end' | 'trailer' = 'size';
+  private line = '';
+  private remaining = 0;
+  done = false;
+
+  push(buf: Buffer): { payload: Buffer[]; rest: number } {
+    const payload: Buffer[] = [];
+    let i = 0;
+    while (i < buf.length && !this.done) {
+      if (this.state === 'data') {
+        const n = Math.min(this.remaining, buf.length - i);
+        payload.push(buf.subarray(i, i + n));
+        i += n;
+        this.remaining -= n;
+        if (this.remaining === 0) this.state = 'data-end';
+        continue;
+      }
+      // A line: the chunk size, the CRLF after a chunk's data, or a trailer line.
+      const nl = buf.indexOf(10, i);
+      const end = nl < 0 ? buf.length : nl + 1;
+      this.line += buf.toString('latin1', i, end);
+      i = end;
+      if (this.line.length > 4096) throw new UpstreamProtocolError('a chunk-size or trailer line is too long');
+      if (nl < 0) break;
+      if (!this.line.endsWith('\r\n')) throw new UpstreamProtocolError('a bare LF in the chunked framing');
+      const line = this.line.slice(0, -2);
+      this.line = '';
+      if (this.state === 'data-end') {
+        if (line !== '') throw new UpstreamProtocolError('chunk data longer than its size');
+        this.state = 'size';
+      } else if (this.state === 'size') {
+        const m = /^([0-9a-fA-F]{1,12})(;[^\r\n]*)?$/.exec(line);
+        if (!m) throw new UpstreamProtocolError(`malformed chunk size ${JSON.stringify(line.slice(0, 40))}`);
+        this.remaining = parseInt(m[1] ?? '', 16);
+        this.state = this.remaining === 0 ? 'trailer' : 'data';
+      } else if (line === '') {
+        this.done = true;
+      }
+    }
+    return { payload, rest: buf.length - i };
+  }
+}
+
+/** Idle connections live shorter than the backend's keep-alive timeout (node's 5 s), so none is reused as it closes. */
+const IDLE_MS = 4_000;
+const MAX_IDLE = 64;
+
+/**
+ * Kept-alive connections to one backend socket, tied to the socket they were made for (its identity key): when
+ * the file at the path is another socket, the idle ones are dropped, never reused.
+ */
+export class UpstreamPool {
+  private key: string | null = null;
+  private readonly idle: Socket[] = [];
+
+  constructor(private readonly socketPath: string) {}
+
+  /** An idle connection to the socket named by `key`, else a new one; `reused` says which. */
+  take(key: string): { socket: Socket; reused: boolean } {
+    if (this.key !== key) {
+      this.drain();
+      this.key = key;
+    }
+    for (let s = this.idle.pop(); s; s = this.idle.pop()) {
+      if (s.destroyed || !s.writable) continue;
+      s.setTimeout(0);
+      s.removeAllListeners('timeout');
+      s.removeAllListeners('close');
+      s.removeAllListeners('error');
+      s.removeAllListeners('data');
+      s.removeAllListeners('end');
+      // Paused when its last response waited for a slow client.
+      s.resume();
+      return { socket: s, reused: true };
+    }
+    return { socket: this.fresh(), reused: false };
+  }
+
+  /** A new connection, never an idle one (the retry after a reused connection closed under a request). */
+  fresh(): Socket {
+    return connect({ path: this.socketPath });
+  }
+
+  /** Back to the pool after a response that left the connection clean. */
+  give(key: string, s: Socket): void {
+    if (key !== this.key || this.idle.length >= MAX_IDLE || s.destroyed) {
+      s.destroy();
+      return;
+    }
+    s.removeAllListeners('data');
+    s.removeAllListeners('end');
+    s.removeAllListeners('error');
+    s.removeAllListeners('close');
+    const drop = () => {
+      const i = this.idle.indexOf(s);
+      if (i >= 0) this.idle.splice(i, 1);
+      s.destroy();
+    };
+    // Anything from the backend on an idle connection (bytes past the response, an end) retires it.
+    s.once('data', drop);
+    s.once('end', drop);
+    s.once('error', drop);
+    s.once('close', drop);
+    s.setTimeout(IDLE_MS, drop);
+    this.idle.push(s);
+  }
+
+  drain(): void {
+    for (const s of this.idle.splice(0)) s.destroy();
+  }
+}
+
+/** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never the next one. */
+export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+
+/** The request line and headers as one string; names and values come from node's parser or from Grove itself. */
+export function requestHead(method: string, path: string, headers: http.OutgoingHttpHeaders): string {
+  let text = `${method} ${path} HTTP/1.1\r\n`;
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined) continue;
+    if (Array.isArray(v)) for (const one of v) text += `${k}: ${one}\r\n`;
+    else text += `${k}: ${String(v)}\r\n`;
+  }
+  return `${text}\r\n`;
+}
