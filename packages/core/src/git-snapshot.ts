@@ -92,10 +92,15 @@ export async function stageWorktree(o: StageOptions): Promise<string[]> {
     config: o.gitDir === o.repo ? [] : [['core.excludesFile', join(o.repo, 'info', 'exclude')]],
   };
   const run = (args: string[], what: string, input?: string): Promise<string> => raw(o.gitDir, args, what, { ...more, input });
-  await run(o.parent ? ['read-tree', o.parent] : ['read-tree', '--empty'], 'reading the base tree');
-  // The parent's gitlinks are read once: for the excludes here and for the raced check after the add.
-  const parentLinks = await gitlinksOf(o.gitDir, o.parent);
-  const skip = [...new Set([...(await findEmbeddedRepos(o.worktree)), ...parentLinks])].sort();
+  // The three are independent (the throwaway index, the parent's tree, the worktree's directories), so they run
+  // side by side: each git process is tens of milliseconds of a teardown. The parent's gitlinks are read once: for
+  // the excludes here and for the raced check after the add.
+  const [, parentLinks, nested] = await Promise.all([
+    run(o.parent ? ['read-tree', o.parent] : ['read-tree', '--empty'], 'reading the base tree'),
+    gitlinksOf(o.gitDir, o.parent),
+    findEmbeddedRepos(o.worktree),
+  ]);
+  const skip = [...new Set([...nested, ...parentLinks])].sort();
   if (skip.length === 0) await run(['add', '--all'], 'reading the worktree');
   else {
     // Exclude-only pathspecs mean "everything else"; literal, so a name with glob characters is itself.

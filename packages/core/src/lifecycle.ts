@@ -493,8 +493,13 @@ export class Lifecycle {
     await ctx.runtime.stop(slug);
     const { project, name } = row;
     const target = row;
-    const saved = await ctx.lock.withLock(project, () => savedWork.saveBeforeRemoval(ctx, target, 'teardown'));
-    await ctx.runtime.remove(slug);
+    // The stopped container goes while the work is saved: removing it touches none of the host directories the save
+    // reads (they were bind mounts), and a re-run finds no container and saves the same work.
+    // Both are waited for before an error of either is thrown, so nothing of this teardown runs on behind a re-run.
+    const [save, removal] = await Promise.allSettled([ctx.lock.withLock(project, () => savedWork.saveBeforeRemoval(ctx, target, 'teardown')), ctx.runtime.remove(slug)]);
+    if (save.status === 'rejected') throw save.reason;
+    if (removal.status === 'rejected') throw removal.reason;
+    const saved = save.value;
     await ctx.lock.withLock(project, () => removeWorktree(paths.repo(project), paths.worktree(project, name)));
     await removeDir(paths.run(slug));
     await removeDir(paths.sandboxGit(slug));

@@ -301,8 +301,9 @@ export class Volumes {
     if (!fs) return [];
     // Every other mount of this filesystem in our namespace is one of its binds; newest first.
     const binds = table.filter((m) => m.dev === fs.dev && m.mountPoint !== root).map((m) => m.mountPoint).reverse();
-    for (const b of binds) await this.umount(b);
-    await this.umount(root);
+    // One umount for all of them (it takes them in order: the binds, then the filesystem): a process per mount
+    // point was a tenth of a teardown.
+    await this.umount([...binds, root]);
     return binds;
   }
 
@@ -317,11 +318,11 @@ export class Volumes {
     for (const p of [...binds, this.mountRoot(slug), this.o.paths.volume(slug)]) await rmdirIfEmpty(p);
   }
 
-  private async umount(path: string): Promise<void> {
+  private async umount(paths: string[]): Promise<void> {
     try {
-      await run('umount', ['--', path]);
+      await run('umount', ['--', ...paths]);
     } catch (e) {
-      throw failed(`could not unmount ${path}`, e);
+      throw failed(`could not unmount ${paths.join(', ')}`, e);
     }
   }
 }
