@@ -115,6 +115,18 @@ describe('the Review view', () => {
     expect(await checks.getByRole('link', { name: 'ci/test' }).getAttribute('href')).toBe('https://ci.example/runs/8');
     await shot(page, 'workbench-review');
 
+    // A forge that fails: the view says so in words and keeps the stored pull request; the next Refresh recovers.
+    forge.failWith = 503;
+    await view.getByRole('button', { name: 'Refresh the review' }).click();
+    const alert = prBox.getByRole('alert');
+    await alert.getByText('The forge could not say how the pull request stands; nothing was changed.').waitFor();
+    await alert.getByText(/answered 503/).waitFor();
+    await prBox.getByRole('link', { name: 'Pull request #1 (open)' }).waitFor();
+    forge.failWith = null;
+    await view.getByRole('button', { name: 'Refresh the review' }).click();
+    await prBox.getByText('Checks: passing (2 passed)').waitFor();
+    expect(await prBox.getByRole('alert').count()).toBe(0);
+
     // Open file hands the path to the workbench, which leaves the Review view for the files view.
     await view.getByRole('button', { name: 'Open file hello.txt' }).click();
     await expect.poll(() => pane(page).getByRole('tab', { name: 'Review', exact: true }).getAttribute('aria-selected')).toBe('false');

@@ -7,14 +7,14 @@
 
 import { useCallback, useEffect, useId, useRef, useState } from 'react';
 import type { DiffResponse, GroveEvent, PullRequestResponse } from '@grove/contracts';
-import { api, messageOf } from '../lib/api.ts';
+import { api, isApiError, messageOf } from '../lib/api.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import { aheadBehind, changesSummary, refreshesChanges, type Explained } from '../lib/git-changes.ts';
-import { CHECKS_LABEL, CHECK_LABEL, checksCounts, cleanupOutcome, cleanupSentence, refreshesPullRequest, type CleanupOutcome } from '../lib/review.ts';
+import { CHECKS_LABEL, CHECK_LABEL, checksCounts, cleanupOutcome, cleanupSentence, explainPullRequestError, refreshesPullRequest, type CleanupOutcome } from '../lib/review.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useWorkbench } from '../lib/workbench.ts';
 import { FileDiff, FileLabel } from './FileDiff.tsx';
-import { GitErrorBox, explainError } from './GitErrorBox.tsx';
+import { GitErrorBox } from './GitErrorBox.tsx';
 import { PrLink } from './PrLink.tsx';
 import { PublishDialog } from './PublishDialog.tsx';
 import { Spinner } from './ui.tsx';
@@ -56,7 +56,8 @@ export function ReviewView({ slug, workspace: w, visible }: ViewProps) {
       const r = await api.pullRequest(slug);
       if (mine === prSeq.current) setPr({ kind: 'ready', pr: r });
     } catch (e) {
-      if (mine === prSeq.current) setPr({ kind: 'error', error: explainError(e, w.project) });
+      if (mine !== prSeq.current) return;
+      setPr({ kind: 'error', error: isApiError(e) ? explainPullRequestError(e, w.project) : { title: 'The pull request could not be read.', fix: 'Refresh to try again.', detail: messageOf(e) } });
     }
   }, [slug, w.project]);
 

@@ -1,7 +1,7 @@
 // The Review view's words: checks counts, and what the end of a pull request does or did.
 import { describe, expect, it } from 'vitest';
 import type { GroveEvent, PullRequestChecks } from '@grove/contracts';
-import { checksCounts, cleanupOutcome, cleanupSentence, refreshesPullRequest } from './review.ts';
+import { checksCounts, cleanupOutcome, cleanupSentence, explainPullRequestError, refreshesPullRequest } from './review.ts';
 
 let id = 0;
 const ev = (type: string, data: Record<string, unknown> = {}, at = '2026-02-01T00:00:00.000Z'): GroveEvent => ({ id: ++id, slug: 'app~feat', type, data, at });
@@ -51,5 +51,17 @@ describe('what the end of the pull request does', () => {
     expect(s({ outcome: { kind: 'cleaned' } })).toBe('The pull request was merged. Grove cleaned up: the sandbox and the checkout were removed; the branch grove/feat is kept.');
     expect(s({ outcome: { kind: 'kept' } })).toMatch(/were kept, as the project's setting says/);
     expect(s({ outcome: { kind: 'held', reason: 'old' }, cleanup: { ...clean, held: '1 file changed since' } })).toMatch(/would lose work \(1 file changed since\)/);
+  });
+});
+
+describe('a failed read of the pull request', () => {
+  it('says the forge could not answer (not that opening failed), and how to fix a missing forge', () => {
+    const down = explainPullRequestError({ code: 'forge_failed', message: 'reading pull request #1: the gitea API answered 503', body: { reason: 'error' } }, 'app');
+    expect(down.title).toBe('The forge could not say how the pull request stands; nothing was changed.');
+    expect(down.fix).toBe('Check that the forge is up and reachable from the Grove server. Then Refresh.');
+    expect(explainPullRequestError({ code: 'forge_failed', message: 'm', body: { reason: 'auth' } }, 'app').fix).toMatch(/GROVE_FORGE_TOKEN/);
+    const none = explainPullRequestError({ code: 'not_configured', message: 'm', body: { missing: 'forge' } }, 'app');
+    expect(none.title).toBe('This project has no forge to open pull requests on.');
+    expect(none.fix).toMatch(/PUT \/api\/projects\/app\/config .* Then Refresh\.$/);
   });
 });

@@ -1,6 +1,7 @@
 // Pure helpers of the Review view: the checks of a pull request in words, and what the end of a pull request does
 // (or did) to the workspace, from its keepCheckoutOnClose and its audit trail.
 import { prStateDataSchema, type GroveEvent, type PullRequest, type PullRequestChecks, type PullRequestResponse } from '@grove/contracts';
+import { explainGitError, type ErrorLike, type Explained } from './git-changes.ts';
 
 /** Events after which the pull request (state, cleanup) is read again; checks themselves are read on demand. */
 const PR_EVENTS = new Set(['workspace.published', 'workspace.pr_state', 'workspace.kept', 'workspace.cleaned']);
@@ -79,4 +80,23 @@ export function cleanupSentence(o: {
         ? `${ended} Grove keeps the sandbox and the checkout, as ${whose} says; the branch ${o.branch} is kept too.`
         : `${ended} At its next check of pull requests Grove removes the sandbox and the checkout and keeps the branch ${o.branch} (unless that would lose work not in the pull request: then it keeps them and says why).`;
   }
+}
+
+/**
+ * A failed read of the pull request explained: the forge unreachable or refusing (nothing changed, Refresh tries
+ * again), or no forge or token configured any more. Publish's own explanations speak of opening one.
+ */
+export function explainPullRequestError(e: ErrorLike, project: string): Explained {
+  if (e.code === 'forge_failed') {
+    const reason = typeof e.body.reason === 'string' ? e.body.reason : '';
+    const fix =
+      reason === 'auth'
+        ? 'Check that GROVE_FORGE_TOKEN is valid and may read this repository.'
+        : reason === 'not_found'
+          ? `Check forge.owner and forge.repo in the config of project ${project}.`
+          : 'Check that the forge is up and reachable from the Grove server.';
+    return { title: 'The forge could not say how the pull request stands; nothing was changed.', fix: `${fix} Then Refresh.`, detail: e.message };
+  }
+  const base = explainGitError(e, project);
+  return { ...base, fix: base.fix.replace(/ Then publish again\.$/, ' Then Refresh.') };
 }
