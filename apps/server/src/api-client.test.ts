@@ -66,6 +66,7 @@ const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects'> = 
   checkpoint: { call: () => client.checkpoint({ params: { slug } }), grove: 'checkpoint', args: [slug, {}] },
   diff: { call: () => client.diff({ params: { slug }, query: { maxBytes: 4096 } }), grove: 'diff', args: [slug, { maxBytes: 4096 }] },
   publish: { call: () => client.publish({ params: { slug }, body: { title: 'T' } }), grove: 'publish', args: [slug, { title: 'T' }] },
+  pullRequest: { call: () => client.pullRequest({ params: { slug } }), grove: 'pullRequest', args: [slug] },
   events: { call: () => client.events({ query: { slug, after: 4, limit: 10 } }), grove: 'events', args: [{ slug, after: 4, limit: 10 }] },
 };
 

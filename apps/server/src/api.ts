@@ -106,6 +106,8 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   route(endpoints.checkpoint, async ({ params, body }) => grove.checkpoint(params.slug, body));
   route(endpoints.diff, async ({ params, query }) => grove.diff(params.slug, { maxBytes: query.maxBytes }));
   route(endpoints.publish, async ({ params, body }) => grove.publish(params.slug, body));
+  // The pull request as the forge reports it now, with its head commit's checks (the Review view; read on demand).
+  route(endpoints.pullRequest, async ({ params }) => grove.pullRequest(params.slug));
 
   route(endpoints.events, async ({ query }) => ({ events: await grove.events(query) }));
 

@@ -44,6 +44,9 @@ const grove: Grove = {
   publish: async () => {
     throw new GroveError('not_configured', 'no forge');
   },
+  pullRequest: async () => {
+    throw new GroveError('not_configured', 'no forge');
+  },
   watchPullRequests: async () => ({ fetched: [], fetchFailed: [], changed: [] }),
   listProjects: async () => [{ name: 'demo', defaultBranch: 'main', createdAt: new Date().toISOString() }],
   list: async () => ({ workspaces: [...registry.values()], capacity: { running: 1, creating: 0, cap: 2, queued: 0 } }),

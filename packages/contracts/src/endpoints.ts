@@ -30,6 +30,7 @@ import {
   overlayPathQuerySchema,
   publishRequestSchema,
   publishResponseSchema,
+  pullRequestResponseSchema,
   putOverlayFileRequestSchema,
 } from './git-flow.ts';
 import { egressPolicySchema, egressResetResponseSchema, egressResponseSchema } from './egress.ts';
@@ -297,6 +298,16 @@ export const endpoints = {
     status: 200,
     response: publishResponseSchema,
     errors: [...reads, 'invalid_input', ...git, 'not_configured', 'remote_failed', 'push_rejected', 'forge_failed'],
+  }),
+
+  /** The pull request as the forge reports it now (state, the head commit's checks), null before publish; and what its end does. */
+  pullRequest: endpoint({
+    method: 'GET',
+    path: '/api/workspaces/:slug/pull-request',
+    params: { slug },
+    status: 200,
+    response: pullRequestResponseSchema,
+    errors: [...reads, 'not_configured', 'forge_failed', 'project_not_found'],
   }),
 
   /** The audit trail, oldest first (of one slug, after an id, of one type). */

@@ -195,6 +195,81 @@ export const forgePullSchema = z.object({
   head: z.object({ sha: z.string().regex(/^[0-9a-f]{40,64}$/).nullish() }).nullish(),
 });
 
+/** A check of a pull request's head commit, as the Review view shows it: green, red, or still running. */
+export const checkStateSchema = z.enum(['success', 'failure', 'pending']);
+export type CheckState = z.infer<typeof checkStateSchema>;
+
+/** At most this many checks are kept of one head commit (a forge can report hundreds). */
+export const MAX_CHECKS = 100;
+
+export const pullRequestCheckSchema = z.object({
+  /** The status's context (Gitea, GitHub statuses) or the check run's name (GitHub). */
+  name: z.string().max(200),
+  state: checkStateSchema,
+  /** Where the forge says the check's details are; only http(s) links are passed on. */
+  url: z.string().nullable(),
+  description: z.string().max(500).nullable(),
+});
+export type PullRequestCheck = z.infer<typeof pullRequestCheckSchema>;
+
+/** Every check of the head commit, and the verdict: failure if any failed, else pending if any runs, else success ('none': no checks). */
+export const pullRequestChecksSchema = z.object({
+  state: z.enum(['success', 'failure', 'pending', 'none']),
+  total: z.number().int().nonnegative(),
+  success: z.number().int().nonnegative(),
+  failure: z.number().int().nonnegative(),
+  pending: z.number().int().nonnegative(),
+  checks: z.array(pullRequestCheckSchema).max(MAX_CHECKS),
+});
+export type PullRequestChecks = z.infer<typeof pullRequestChecksSchema>;
+
+/**
+ * GET /api/workspaces/:slug/pull-request: the workspace's pull request as its forge reports it now (state and the
+ * checks of its head commit), or null when it was never published; and what a merge or close does to the workspace.
+ */
+export const pullRequestResponseSchema = z.object({
+  pullRequest: pullRequestSchema.extend({ headSha: z.string().nullable() }).nullable(),
+  /** null when the forge names no head commit. */
+  checks: pullRequestChecksSchema.nullable(),
+  cleanup: z.object({
+    /** The checkout (and sandbox) stay when the pull request ends: the workspace's keepCheckoutOnClose, else the project's. */
+    keepCheckout: z.boolean(),
+    /** Whose setting that is. */
+    setBy: z.enum(['workspace', 'project']),
+    /** Why the watcher kept the workspace after the pull request ended (work a cleanup would remove), or null. */
+    held: z.string().nullable(),
+  }),
+});
+export type PullRequestResponse = z.infer<typeof pullRequestResponseSchema>;
+
+/** A Gitea or GitHub combined commit status (GET .../commits/{sha}/status), the part the adapters read. */
+export const forgeCombinedStatusSchema = z.object({
+  statuses: z
+    .array(
+      z.object({
+        context: z.string().nullish(),
+        state: z.string().nullish(),
+        /** GitHub calls it target_url; Gitea sends target_url too (older versions also status). */
+        target_url: z.string().nullish(),
+        description: z.string().nullish(),
+      }),
+    )
+    .nullish(),
+});
+
+/** GitHub's check runs of a commit (GET .../commits/{sha}/check-runs), the part the adapter reads. */
+export const forgeCheckRunsSchema = z.object({
+  check_runs: z.array(
+    z.object({
+      name: z.string().nullish(),
+      status: z.string().nullish(),
+      conclusion: z.string().nullish(),
+      html_url: z.string().nullish(),
+      details_url: z.string().nullish(),
+    }),
+  ),
+});
+
 // ---- the config-parity overlay (docs/git-flow.md) ----
 
 /** The files a workspace gets from the user's checkout when the project config names none. */

@@ -163,6 +163,19 @@ export type GroveEvent = z.infer<typeof eventSchema>;
 export const baseFallbackDataSchema = z.object({ wanted: z.string(), base: z.string(), reason: z.string() });
 export type BaseFallbackData = z.infer<typeof baseFallbackDataSchema>;
 
+/**
+ * data of a `workspace.pr_state` event (the watcher saw the pull request change): `cleanup` says whether it decided to
+ * tear the workspace down, `held` why it kept it instead (work a cleanup would remove). Extra fields are allowed.
+ */
+export const prStateDataSchema = z.object({
+  number: z.number(),
+  from: z.string(),
+  to: z.enum(['open', 'closed', 'merged']),
+  cleanup: z.boolean(),
+  held: z.string().optional(),
+});
+export type PrStateData = z.infer<typeof prStateDataSchema>;
+
 // ---- Registry API bodies ----
 
 export const forkRequestSchema = z

@@ -1,5 +1,5 @@
-import { GroveError, forgePullSchema } from '@grove/contracts';
-import type { ForgeConfig, PullRequest } from '@grove/contracts';
+import { GroveError, MAX_CHECKS, forgeCheckRunsSchema, forgeCombinedStatusSchema, forgePullSchema } from '@grove/contracts';
+import type { CheckState, ForgeConfig, PullRequest, PullRequestCheck, PullRequestChecks } from '@grove/contracts';
 
 /**
  * Forge adapters: open and read pull requests over a forge's REST API. One interface, a Gitea and a GitHub
@@ -16,6 +16,11 @@ export interface ForgeAdapter {
   /** Open a pull request of head into base (branch names on the forge's repository). */
   openPullRequest(pr: { head: string; base: string; title: string; body: string }): Promise<ForgePull>;
   getPullRequest(number: number): Promise<ForgePull>;
+  /**
+   * The checks of a commit (a pull request's head): the combined commit status, and on GitHub its check runs too,
+   * each as success, failure or pending, with the verdict and the counts.
+   */
+  getChecks(sha: string): Promise<PullRequestChecks>;
   /** The Authorization header for git over http(s) to this forge's host, or null when remoteUrl is elsewhere. */
   gitAuthHeader(remoteUrl: string): string | null;
 }
@@ -28,6 +33,62 @@ function toPullRequest(body: unknown, what: string): ForgePull {
   const p = r.data;
   const state = p.merged === true || (p.merged_at ?? null) !== null ? 'merged' : p.state === 'open' ? 'open' : 'closed';
   return { url: p.html_url, number: p.number, state, headSha: p.head?.sha ?? null };
+}
+
+/** A status (Gitea: success, pending, failure, error, warning; GitHub: success, pending, failure, error) as a check state. */
+function statusState(state: string | null | undefined): CheckState {
+  if (state === 'success') return 'success';
+  if (state === 'pending' || state === null || state === undefined || state === '') return 'pending';
+  // failure, error, warning, and anything new: not green, so nothing pretends it passed.
+  return 'failure';
+}
+
+/** A GitHub check run: pending until completed, then green for success, neutral or skipped, red for the rest. */
+function checkRunState(status: string | null | undefined, conclusion: string | null | undefined): CheckState {
+  if (status !== 'completed') return 'pending';
+  return conclusion === 'success' || conclusion === 'neutral' || conclusion === 'skipped' ? 'success' : 'failure';
+}
+
+/** The forge's text is shown in the dashboard as a link: only http(s) URLs pass (no javascript:, data:, ...). */
+function safeUrl(u: string | null | undefined): string | null {
+  if (!u) return null;
+  try {
+    const parsed = new URL(u);
+    return parsed.protocol === 'https:' || parsed.protocol === 'http:' ? parsed.href : null;
+  } catch {
+    return null;
+  }
+}
+
+const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+function check(name: string | null | undefined, state: CheckState, url: string | null | undefined, description: string | null | undefined): PullRequestCheck {
+  return { name: cut(name?.trim() || 'unnamed check', 200), state, url: safeUrl(url), description: description ? cut(description, 500) : null };
+}
+
+/** The verdict over all checks: any failure fails, else anything running is pending, else success (none when empty). */
+export function summarizeChecks(all: PullRequestCheck[]): PullRequestChecks {
+  const checks = all.slice(0, MAX_CHECKS);
+  const n = (s: CheckState) => all.filter((c) => c.state === s).length;
+  const failure = n('failure');
+  const pending = n('pending');
+  const success = n('success');
+  const state = all.length === 0 ? 'none' : failure > 0 ? 'failure' : pending > 0 ? 'pending' : 'success';
+  return { state, total: all.length, success, failure, pending, checks };
+}
+
+/** A combined status answer's checks; a body that is not one is the forge's failure, never a crash. */
+export function parseCombinedStatus(body: unknown, what: string): PullRequestCheck[] {
+  const r = forgeCombinedStatusSchema.safeParse(body);
+  if (!r.success) throw new GroveError('forge_failed', `${what}: the forge answered something that is not a commit status`);
+  return (r.data.statuses ?? []).map((s) => check(s.context, statusState(s.state), s.target_url, s.description));
+}
+
+/** GitHub's check-runs answer as checks. */
+export function parseCheckRuns(body: unknown, what: string): PullRequestCheck[] {
+  const r = forgeCheckRunsSchema.safeParse(body);
+  if (!r.success) throw new GroveError('forge_failed', `${what}: the forge answered something that is not a list of check runs`);
+  return r.data.check_runs.map((c) => check(c.name, checkRunState(c.status, c.conclusion), c.html_url ?? c.details_url, null));
 }
 
 interface HttpForgeOptions {
@@ -43,6 +104,9 @@ interface HttpForgeOptions {
   repo: string;
   token: string;
   extraHeaders?: Record<string, string>;
+  /** GitHub also reports check runs (Actions) beside commit statuses. */
+  checkRuns: boolean;
+  fetch: typeof fetch;
 }
 
 class HttpForge implements ForgeAdapter {
@@ -59,7 +123,7 @@ class HttpForge implements ForgeAdapter {
     const url = `${this.o.apiRoot}/repos/${encodeURIComponent(this.o.owner)}/${encodeURIComponent(this.o.repo)}${path}`;
     let res: Response;
     try {
-      res = await fetch(url, {
+      res = await this.o.fetch(url, {
         method,
         headers: {
           authorization: this.o.authorization,
@@ -117,6 +181,15 @@ class HttpForge implements ForgeAdapter {
     return toPullRequest(await this.call('GET', `/pulls/${number}`, what), what);
   }
 
+  async getChecks(sha: string): Promise<PullRequestChecks> {
+    // The sha goes into a path: only a hex object name.
+    if (!/^[0-9a-f]{40,64}$/.test(sha)) throw new GroveError('invalid_input', `not a commit id: ${sha.slice(0, 80)}`);
+    const what = `reading the checks of ${sha.slice(0, 10)}`;
+    const checks = parseCombinedStatus(await this.call('GET', `/commits/${sha}/status?per_page=${MAX_CHECKS}`, what), what);
+    if (this.o.checkRuns) checks.push(...parseCheckRuns(await this.call('GET', `/commits/${sha}/check-runs?per_page=${MAX_CHECKS}`, what), what));
+    return summarizeChecks(checks);
+  }
+
   gitAuthHeader(remoteUrl: string): string | null {
     let u: URL;
     try {
@@ -131,7 +204,9 @@ class HttpForge implements ForgeAdapter {
 }
 
 /** The adapter for a project's forge config; the token comes from the server (GROVE_FORGE_TOKEN). */
-export function createForge(config: ForgeConfig, token: string): ForgeAdapter {
+/** `fetch`: the HTTP client (tests give an in-memory one); the global fetch otherwise. */
+export function createForge(config: ForgeConfig, token: string, o: { fetch?: typeof fetch } = {}): ForgeAdapter {
+  const doFetch = o.fetch ?? ((input, init) => fetch(input, init));
   if (config.kind === 'gitea') {
     const root = new URL(config.baseUrl ?? '');
     const base = root.href.replace(/\/+$/, '');
@@ -144,6 +219,8 @@ export function createForge(config: ForgeConfig, token: string): ForgeAdapter {
       owner: config.owner,
       repo: config.repo,
       token,
+      checkRuns: false,
+      fetch: doFetch,
     });
   }
   const api = new URL(config.baseUrl ?? 'https://api.github.com');
@@ -160,5 +237,7 @@ export function createForge(config: ForgeConfig, token: string): ForgeAdapter {
     repo: config.repo,
     token,
     extraHeaders: { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28' },
+    checkRuns: true,
+    fetch: doFetch,
   });
 }

@@ -604,3 +604,61 @@ describe('pull-request watcher', () => {
     expect(change[0]?.data).toMatchObject({ source: 'branch', to: 'merged' });
   });
 });
+
+describe('pull request and its checks (the Review view)', () => {
+  it('reads the state and the head commit\'s checks from the forge; nothing before publish; a failing forge is forge_failed', async () => {
+    forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'demo', token: TOKEN });
+    const g = await open();
+    await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
+    await g.setProjectConfig('demo', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'demo' } });
+    await g.fork({ project: 'demo', name: 'pr' });
+    // Not published yet: no pull request, and the forge is not asked.
+    const before = forge.requests.length;
+    expect(await g.pullRequest('demo~pr')).toEqual({ pullRequest: null, checks: null, cleanup: { keepCheckout: false, setBy: 'project', held: null } });
+    expect(forge.requests).toHaveLength(before);
+
+    writeFileSync(join(worktree('pr'), 'feature.md'), '# a feature\n');
+    const out = await g.publish('demo~pr');
+    const head = git(upstream, 'rev-parse', 'refs/heads/grove/pr');
+    const none = await g.pullRequest('demo~pr');
+    expect(none.pullRequest).toEqual({ url: out.pullRequest.url, number: 1, state: 'open', headSha: head });
+    expect(none.checks).toEqual({ state: 'none', total: 0, success: 0, failure: 0, pending: 0, checks: [] });
+
+    expect(forge.setStatus(1, { context: 'ci/test', state: 'failure', target_url: 'https://ci.example/run/1', description: 'two tests failed' })).toBe(head);
+    forge.setStatus(1, { context: 'ci/build', state: 'success' });
+    expect((await g.pullRequest('demo~pr')).checks).toEqual({
+      state: 'failure',
+      total: 2,
+      success: 1,
+      failure: 1,
+      pending: 0,
+      checks: [
+        { name: 'ci/test', state: 'failure', url: 'https://ci.example/run/1', description: 'two tests failed' },
+        { name: 'ci/build', state: 'success', url: null, description: null },
+      ],
+    });
+    forge.setStatus(1, { context: 'ci/test', state: 'pending' });
+    expect((await g.pullRequest('demo~pr')).checks).toMatchObject({ state: 'pending', pending: 1, success: 1 });
+    forge.setStatus(1, { context: 'ci/test', state: 'success', target_url: 'https://ci.example/run/2' });
+    expect((await g.pullRequest('demo~pr')).checks).toMatchObject({ state: 'success', total: 2, success: 2 });
+
+    // The workspace's own keepCheckoutOnClose is named as its.
+    await g.update('demo~pr', { keepCheckoutOnClose: true });
+    expect((await g.pullRequest('demo~pr')).cleanup).toEqual({ keepCheckout: true, setBy: 'workspace', held: null });
+
+    // Merged on the forge: the view sees it now; the stored state is the watcher's to change (with the cleanup).
+    forge.merge(1);
+    const merged = await g.pullRequest('demo~pr');
+    expect(merged.pullRequest).toMatchObject({ state: 'merged', headSha: head });
+    expect(merged.checks?.state).toBe('success');
+    expect((await g.get('demo~pr')).pullRequest?.state).toBe('open');
+
+    // A forge that fails is explained, never a crash; a forge taken out of the config is not_configured.
+    forge.failWith = 503;
+    await expect(g.pullRequest('demo~pr')).rejects.toMatchObject({ code: 'forge_failed', status: 502, details: { reason: 'error', status: 503 } });
+    forge.failWith = null;
+    await g.patchProjectConfig('demo', { forge: null });
+    await expect(g.pullRequest('demo~pr')).rejects.toMatchObject({ code: 'not_configured', details: { missing: 'forge' } });
+    await expect(g.pullRequest('demo~nothing')).rejects.toMatchObject({ code: 'workspace_not_found' });
+  });
+});

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_GIT_SETTINGS, GroveError, threadLineSchema } from '@grove/contracts';
-import type { CheckpointRequest, CheckpointResponse, DiffResponse, PublishRequest, ProjectConfig, PublishResponse, PullRequest } from '@grove/contracts';
+import type { CheckpointRequest, CheckpointResponse, DiffResponse, PublishRequest, ProjectConfig, PublishResponse, PullRequest, PullRequestResponse } from '@grove/contracts';
 import type { ProjectRow, WorkspaceRow } from '@grove/db';
 import { aheadBehind, commitsNotIn, diffFiles, diffPatch, mergeBase, resolveCommit, worktreeAdminDir } from './git.ts';
 import { changedPaths, checkpointWorktree, snapshotWorktree } from './git-snapshot.ts';
@@ -380,6 +380,36 @@ export class GitFlow {
       const { patch, truncated } = await diffPatch(readFrom, base, to, o.maxBytes ?? DEFAULT_DIFF_BYTES);
       return { branch: row.branch, defaultBranch: project.defaultBranch, base, head, uncommitted, ...counts, files, patch, truncated };
     });
+  }
+
+  /**
+   * The workspace's pull request as its forge reports it now: its state and the checks (CI) of its head commit, for
+   * the Review view; and what the end of the pull request does to the workspace. Before a publish the pull request
+   * is null and the forge is not asked. Only reads: a state the forge reports differently from the stored one is
+   * left to the watcher, which also does the cleanup. A forge that is not configured is not_configured; one that
+   * fails is forge_failed (502) with the reason.
+   */
+  async pullRequest(slug: string): Promise<PullRequestResponse> {
+    const row = await requireAny(this.ctx, slug);
+    const config = await readConfig(this.ctx, row.project);
+    const cleanup = {
+      keepCheckout: (row.keepCheckoutOnClose ?? config.keepCheckoutOnClose) === true,
+      setBy: row.keepCheckoutOnClose === null || row.keepCheckoutOnClose === undefined ? ('project' as const) : ('workspace' as const),
+      held: row.cleanupHeld,
+    };
+    if (!row.prNumber) return { pullRequest: null, checks: null, cleanup };
+    if (!config.forge) {
+      throw new GroveError('not_configured', `project "${row.project}" has no forge to read pull request #${row.prNumber} from; add forge {kind, baseUrl, owner, repo} with PUT /api/projects/${row.project}/config`, {
+        details: { missing: 'forge' },
+      });
+    }
+    if (!this.o.forgeToken) {
+      throw new GroveError('not_configured', 'the server has no forge token; set GROVE_FORGE_TOKEN in its environment and restart it', { details: { missing: 'token' } });
+    }
+    const forge = createForge(config.forge, this.o.forgeToken);
+    const pr = await forge.getPullRequest(row.prNumber);
+    const checks = pr.headSha ? await forge.getChecks(pr.headSha) : null;
+    return { pullRequest: { url: pr.url, number: pr.number, state: pr.state, headSha: pr.headSha }, checks, cleanup };
   }
 
   /**

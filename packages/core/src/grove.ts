@@ -9,7 +9,7 @@ import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, Up
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
 import type { ProjectConfig, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
 import type { CheckpointRequest, ProjectConfigInput, ProjectConfigPatch, PublishRequest, PutOverlayFileRequest } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse, PullRequestResponse } from '@grove/contracts';
 import { SANDBOX_UID } from '@grove/runtime';
 import type { WorkspaceLimits } from '@grove/runtime';
 import { TurnGuard } from './agents.ts';
@@ -160,6 +160,10 @@ class GroveImpl implements Grove {
   async publish(slug: string, req: PublishRequest = {}): Promise<PublishResponse> {
     this.ctx.assertOpen();
     return this.p.flow.publish(slug, req);
+  }
+
+  async pullRequest(slug: string): Promise<PullRequestResponse> {
+    return this.p.flow.pullRequest(slug);
   }
 
   async watchPullRequests(): Promise<WatchResult> {

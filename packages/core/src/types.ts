@@ -2,7 +2,7 @@
 import type { Capacity, ForkRequest, GroveEvent, LastMessage, RestoreRequest, UpdateWorkspaceRequest, Workspace } from '@grove/contracts';
 import type { CheckpointRequest, ProjectConfigPatch, PublishRequest, PutOverlayFileRequest } from '@grove/contracts';
 import type { ProjectConfig, ProjectConfigInput, TeardownPreview, TurnDiffResponse, TurnSummary, UndoResponse } from '@grove/contracts';
-import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse } from '@grove/contracts';
+import type { CheckpointResponse, DiffResponse, OverlayListResponse, Project, PublishResponse, PullRequestResponse } from '@grove/contracts';
 import type { WorkspaceLimits, WorkspaceRuntime } from '@grove/runtime';
 import type { Logger } from 'pino';
 import type { EgressPolicy, EgressResponse } from '@grove/contracts';
@@ -172,6 +172,11 @@ export interface Grove {
   diff(slug: string, opts?: { maxBytes?: number }): Promise<DiffResponse>;
   /** Checkpoint, push the branch to origin and open its pull request on the project's forge. */
   publish(slug: string, req?: PublishRequest): Promise<PublishResponse>;
+  /**
+   * The pull request as the forge reports it now (state, the checks of its head commit), null before a publish,
+   * and what its end does to the workspace (keepCheckoutOnClose, a hold). not_configured, forge_failed.
+   */
+  pullRequest(slug: string): Promise<PullRequestResponse>;
   /**
    * One pass of the scheduled work now: fetch every project, then the pull-request state of every published
    * workspace (the forge's, else whether its branch is contained in the default branch); a merged or closed

@@ -112,6 +112,8 @@ export const api = {
   checkpoint: (slug: string, message?: string) => client.checkpoint({ params: { slug }, body: message ? { message } : {} }),
   /** Checkpoint, push, open (or update) the pull request. */
   publish: (slug: string, req: PublishRequest) => client.publish({ params: { slug }, body: req }),
+  /** The pull request as the forge reports it now (state, its head commit's checks), null before publish. */
+  pullRequest: (slug: string) => client.pullRequest({ params: { slug } }),
 };
 
 /** The WebSocket URL of a workspace's live stream, on this same origin (the cookie rides along). */

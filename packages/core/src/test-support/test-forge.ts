@@ -17,6 +17,14 @@ export interface TestPull {
   endedAt: string | null;
 }
 
+/** A commit status as a CI posts it (Gitea's POST .../statuses/{sha} body). */
+export interface TestStatus {
+  context: string;
+  state: 'pending' | 'success' | 'error' | 'failure' | 'warning';
+  target_url?: string;
+  description?: string;
+}
+
 export interface TestForge {
   baseUrl: string;
   pulls: TestPull[];
@@ -30,6 +38,13 @@ export interface TestForge {
   merge(n: number): void;
   /** Close pull request n without merging. */
   closePull(n: number): void;
+  /**
+   * Post a commit status on pull request n's head commit as a CI would; a later one with the same context replaces
+   * it (as on Gitea and GitHub). Answers the commit.
+   */
+  setStatus(n: number, status: TestStatus): string;
+  /** The statuses of each commit. */
+  statuses: Map<string, TestStatus[]>;
   close(): Promise<void>;
 }
 
@@ -65,6 +80,7 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
     pulls: [],
     requests: [],
     failWith: null,
+    statuses: new Map(),
     close: async () => {},
     merge(n) {
       const p = find(n);
@@ -80,6 +96,14 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
       const p = find(n);
       p.state = 'closed';
       p.endedAt = headOf(p.head);
+    },
+    setStatus(n, status) {
+      const p = find(n);
+      const sha = p.endedAt ?? headOf(p.head);
+      if (!sha) throw new Error(`pull request #${n} has no head commit`);
+      const list = (forge.statuses.get(sha) ?? []).filter((x) => x.context !== status.context);
+      forge.statuses.set(sha, [...list, status]);
+      return sha;
     },
   };
   const headOf = (branch: string): string | null => {
@@ -159,6 +183,12 @@ export async function startTestForge(o: { bare: string; owner: string; repo: str
         // Like Gitea and GitHub: the head is also served as refs/pull/<n>/head (forks from a pull request read it).
         execFileSync('git', ['-c', 'safe.directory=*', 'update-ref', `refs/pull/${pull.number}/head`, `refs/heads/${b.head}`], { cwd: o.bare });
         return send(res, 201, toJson(pull));
+      }
+      // Gitea's combined status of a commit (the latest status of each context).
+      const st = new RegExp(`^/api/v1/repos/${o.owner}/${o.repo}/commits/([0-9a-f]{40})/status(\\?.*)?$`).exec(url);
+      if (req.method === 'GET' && st) {
+        const statuses = forge.statuses.get(st[1] ?? '') ?? [];
+        return send(res, 200, { sha: st[1], total_count: statuses.length, statuses: statuses.map((x) => ({ ...x, id: 1 })) });
       }
       const m = new RegExp(`^${prefix}/(\\d+)$`).exec(url);
       const pull = m ? forge.pulls.find((p) => p.number === Number(m[1])) : undefined;
