@@ -8,7 +8,7 @@ import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
-import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UpstreamPool, UpstreamProtocolError, framingOf, parseResponseHead, requestHead, type Framing } from './upstream.ts';
+import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UpstreamPool, UpstreamProtocolError, framingOf, headText, parseResponseHead, requestHead, type Framing } from './upstream.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
 const HOST_ONLY = /^\/(hold|hold\/release|notes)$/;
@@ -151,8 +151,11 @@ function upstreamHeaders(req: http.IncomingMessage, scheme: 'http' | 'ws'): http
   return headers;
 }
 
-/** The backend's response headers minus hop-by-hop ones, as [name, value, name, value, …], after the hook's edits. */
-function downstreamHeaders(ur: http.IncomingMessage, hook: ResponseHook | undefined): string[] {
+/**
+ * The backend's response headers minus hop-by-hop ones, as [name, value, name, value, …], after the hook's edits;
+ * from node's client (an IncomingMessage) or from the lean path's reader, which gives the same two views.
+ */
+function downstreamHeaders(ur: Pick<http.IncomingMessage, 'headers' | 'rawHeaders'>, hook: ResponseHook | undefined): string[] {
   const out: string[] = [];
   if (hook) {
     // The hook edits the parsed headers (the preview listener and the workspace proxy scrub them); what it leaves is what is sent.
@@ -346,16 +349,10 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
           if (rest.length === 0) return;
           continue;
         }
-        const connection = parsed.raw.some((v, i) => i % 2 === 0 && v.toLowerCase() === 'connection' && /\bclose\b/i.test(parsed.raw[i + 1] ?? ''));
-        keep = !parsed.http10 && !connection && framing.kind !== 'close';
         const headers = parsedHeaders(parsed.raw);
-        o.onResponseHeaders?.(headers);
-        const pairs: string[] = [];
-        for (const [k, v] of Object.entries(headers)) {
-          if (v === undefined || HOP_BY_HOP.has(k)) continue;
-          for (const one of Array.isArray(v) ? v : [v]) pairs.push(k, one);
-        }
-        res.writeHead(parsed.status, parsed.statusText, pairs);
+        // Read before the hook edits the headers: whether the backend keeps this connection is its own say.
+        keep = !parsed.http10 && !/\bclose\b/i.test(String(headers.connection ?? '')) && framing.kind !== 'close';
+        res.writeHead(parsed.status, parsed.statusText, downstreamHeaders({ headers, rawHeaders: parsed.raw }, o.onResponseHeaders));
         if (framing.kind === 'length') remaining = framing.length;
         if (framing.kind === 'chunked') decoder = new ChunkedDecoder();
         if (framing.kind === 'none' || (framing.kind === 'length' && remaining === 0)) {
@@ -397,13 +394,6 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
   attempt(socket, reused);
 }
 
-function head(statusLine: string, pairs: string[]): string {
-  let text = `${statusLine}\r\n`;
-  // Names and values come from node's parser, which refuses CR and LF in them, or are Grove's own.
-  for (let i = 0; i + 1 < pairs.length; i += 2) text += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
-  return `${text}\r\n`;
-}
-
 /**
  * A WebSocket upgrade to the backend over its socket: the 101's headers go through the same hook as HTTP
  * responses (a handshake's Set-Cookie counts in browsers too), then bytes flow both ways untouched.
@@ -426,7 +416,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
     answered = true;
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
     pairs.push('Connection', 'Upgrade', 'Upgrade', String(ur.headers.upgrade ?? 'websocket'));
-    socket.write(head(`HTTP/1.1 101 ${ur.statusMessage || 'Switching Protocols'}`, pairs));
+    socket.write(headText(`HTTP/1.1 101 ${ur.statusMessage || 'Switching Protocols'}`, pairs));
     if (tunnelHead.length) socket.write(tunnelHead);
     if (early.length) tunnel.write(early);
     tunnel.on('error', () => socket.destroy());
@@ -440,7 +430,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
     // Its body arrives decoded, so it goes out sized as it came or delimited by the close.
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
     pairs.push('Connection', 'close');
-    socket.write(head(`HTTP/1.1 ${ur.statusCode ?? 502} ${ur.statusMessage ?? ''}`, pairs));
+    socket.write(headText(`HTTP/1.1 ${ur.statusCode ?? 502} ${ur.statusMessage ?? ''}`, pairs));
     ur.pipe(socket);
     ur.on('error', () => socket.destroy());
   });

@@ -194,13 +194,19 @@ export class UpstreamPool {
 /** Hop-by-hop headers (RFC 9110 7.6.1): they describe one connection, never the next one. */
 export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 
-/** The request line and headers as one string; names and values come from node's parser or from Grove itself. */
+/** A start line and [name, value, …] pairs as one head; names and values come from node's parser or from Grove itself. */
+export function headText(startLine: string, pairs: readonly string[]): string {
+  let text = `${startLine}\r\n`;
+  for (let i = 0; i + 1 < pairs.length; i += 2) text += `${pairs[i]}: ${pairs[i + 1]}\r\n`;
+  return `${text}\r\n`;
+}
+
+/** The request line and headers as one string (see headText). */
 export function requestHead(method: string, path: string, headers: http.OutgoingHttpHeaders): string {
-  let text = `${method} ${path} HTTP/1.1\r\n`;
+  const pairs: string[] = [];
   for (const [k, v] of Object.entries(headers)) {
     if (v === undefined) continue;
-    if (Array.isArray(v)) for (const one of v) text += `${k}: ${one}\r\n`;
-    else text += `${k}: ${String(v)}\r\n`;
+    for (const one of Array.isArray(v) ? v : [v]) pairs.push(k, String(one));
   }
-  return `${text}\r\n`;
+  return headText(`${method} ${path} HTTP/1.1`, pairs);
 }
