@@ -7,6 +7,7 @@ import { parseSlug, type Workspace } from '@grove/contracts';
 import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
+import { PreviewView } from './PreviewView.tsx';
 import { StateBadge } from './ui.tsx';
 import { TerminalView } from './Terminal.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
@@ -32,6 +33,7 @@ interface ViewEntry {
 // shown and stays mounted (hidden) after that, so a terminal or a preview keeps its state while the conversation is up.
 const VIEWS: ViewEntry[] = [
   { id: 'terminal', label: 'Terminal', render: (p) => <TerminalView {...p} /> },
+  { id: 'preview', label: 'Preview', render: (p) => <PreviewView {...p} /> },
 ];
 
 interface PaneProps {
