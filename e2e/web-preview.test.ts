@@ -1,6 +1,7 @@
 // The Preview view in real Chromium against the real server and sandbox: a dev server started in the workspace shows
 // in the view's frame, which is on the preview listener's origin (never the dashboard's); Reload loads it again; the
-// chosen port is remembered across a page reload; a server that stops is said to be gone, with the others offered;
+// chosen port is remembered across a page reload; the conversation's ports row shows a port there; a server that stops
+// is said to be gone, with the others offered;
 // stopped, the view offers Reopen, and the same address shows the page again once the server listens again.
 // Screenshot workbench-preview.
 import type { Browser, Frame, Page } from 'playwright-core';
@@ -114,6 +115,17 @@ describe('Preview view', () => {
     await frame.getByRole('heading', { name: 'Hello from the second server' }).waitFor({ timeout: 20_000 });
     await page.reload();
     await previewTab.click();
+    await frame.getByRole('heading', { name: 'Hello from the second server' }).waitFor({ timeout: 20_000 });
+
+    // The conversation's ports row shows a port in this view.
+    await page.getByRole('tab', { name: 'Conversation', exact: true }).click();
+    const ports = page.getByRole('region', { name: 'Listening ports' });
+    // The row reads the ports once when the pane mounts; ask again so it does not depend on when that was.
+    await ports.getByRole('button', { name: 'Refresh ports' }).click();
+    await ports.getByRole('button', { name: 'Show port 4173 in preview' }).click({ timeout: 20_000 });
+    await expect.poll(() => previewTab.getAttribute('aria-selected')).toBe('true');
+    await frame.getByRole('heading', { name: 'Hello from the first server' }).waitFor({ timeout: 20_000 });
+    await chooser.selectOption('4175');
     await frame.getByRole('heading', { name: 'Hello from the second server' }).waitFor({ timeout: 20_000 });
 
     // It stops: the view says so and offers what still listens.

@@ -24,7 +24,7 @@ interface Props {
 const PORTS_EVERY_MS = 3_000;
 
 export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
-  const { show } = useWorkbench();
+  const { show, requestedPreview } = useWorkbench();
   const running = workspace.state === 'running';
   // Read in the initializer: the view mounts only in the browser, when it is first shown.
   const [chosen, setChosen] = useState<number | null>(() => (typeof window === 'undefined' ? null : loadPort(slug)));
@@ -73,6 +73,13 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
     },
     [slug],
   );
+
+  // "Show in preview" on the conversation's ports row: that port becomes the choice (also when it mounts the view).
+  const requestedSeq = requestedPreview?.seq;
+  const requestedPort = requestedPreview?.port;
+  useEffect(() => {
+    if (requestedPort !== undefined) choose(requestedPort);
+  }, [requestedSeq, requestedPort, choose]);
 
   // A dev server that appeared while nothing was chosen becomes the choice, so it is the one shown after a reopen.
   useEffect(() => {

@@ -61,6 +61,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
   const [view, setView] = useState<PaneView>('conversation');
   const [opened, setOpened] = useState<ReadonlySet<PaneView>>(() => new Set<PaneView>(['conversation']));
   const [requestedFile, setRequestedFile] = useState<WorkbenchApi['requestedFile']>(null);
+  const [requestedPreview, setRequestedPreview] = useState<WorkbenchApi['requestedPreview']>(null);
   const show = useCallback((v: PaneView) => {
     setView(v);
     setOpened((o) => (o.has(v) ? o : new Set([...o, v])));
@@ -73,8 +74,13 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
         show('files');
       },
       requestedFile,
+      showPreview: (port: number) => {
+        setRequestedPreview((r) => ({ port, seq: (r?.seq ?? 0) + 1 }));
+        show('preview');
+      },
+      requestedPreview,
     }),
-    [show, requestedFile],
+    [show, requestedFile, requestedPreview],
   );
 
   return (
