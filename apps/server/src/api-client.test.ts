@@ -34,13 +34,13 @@ const grove = new Proxy({} as Grove, {
   },
 });
 
-const app = createApi({ grove, logger: pino({ level: 'silent' }) });
+const app = createApi({ grove, logger: pino({ level: 'silent' }), previewUrl: (host, s, port) => `http://preview.test/pv/cap/${s}/${port}/?host=${host ?? ''}` });
 const client = createClient({ baseUrl: 'http://grove.test', fetch: async (url, init) => app.fetch(new Request(url, init)) });
 
 type Case = { [K in keyof GroveCalls]: { call: () => Promise<unknown>; grove: keyof Grove; args: unknown[] } };
 const slug = 'demo~x';
 const policy = { rules: [{ host: 'example.com', ports: [443] }] };
-const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects'> = {
+const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects' | 'previewUrl'> = {
   addProject: { call: () => client.addProject({ body: { name: 'app', source: '/srv/app' } }), grove: 'addProject', args: [{ name: 'app', source: '/srv/app', createDefault: false, failIfExists: true }] },
   projectConfig: { call: () => client.projectConfig({ params: { project: 'demo' } }), grove: 'projectConfig', args: ['demo'] },
   setProjectConfig: { call: () => client.setProjectConfig({ params: { project: 'demo' }, body: { allowedPaths: ['src/'] } }), grove: 'setProjectConfig', args: ['demo', { allowedPaths: ['src/'] }] },
@@ -72,7 +72,7 @@ const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects'> = 
 
 describe('server routes and @grove/client, from one table', () => {
   it('covers every JSON endpoint of the table here', () => {
-    const covered = [...Object.keys(cases), 'health', 'getWorkspace', 'start', 'listProjects'].sort();
+    const covered = [...Object.keys(cases), 'health', 'getWorkspace', 'start', 'listProjects', 'previewUrl'].sort();
     expect(covered).toEqual(Object.entries(endpoints).flatMap(([name, e]) => ('stream' in e ? [] : [name])).sort());
   });
 
@@ -92,6 +92,10 @@ describe('server routes and @grove/client, from one table', () => {
     expect((await client.getWorkspace({ params: { slug: 'demo' } })).workspace.state).toBe('running');
     expect(await client.start({ params: { slug: 'demo~q' }, body: { queue: true } })).toMatchObject({ position: 3, events: '/api/events?slug=demo~q' });
     expect(await client.fork({ body: { project: 'demo', name: 'bg' }, query: { wait: '0' } })).toMatchObject({ workspace: { slug: 'demo~bg', state: 'creating' }, events: '/api/events?slug=demo~bg' });
+    // The preview address is built for a workspace that exists (looked up first) and the request's own Host.
+    calls.length = 0;
+    expect(await client.previewUrl({ params: { slug, port: 4173 } })).toEqual({ port: 4173, url: 'http://preview.test/pv/cap/demo~x/4173/?host=grove.test' });
+    expect(calls).toEqual([{ method: 'get', args: [slug] }]);
   });
 
   it('refuses to send an answer its table entry does not allow', async () => {
@@ -103,6 +107,7 @@ describe('server routes and @grove/client, from one table', () => {
     await expect(client.getWorkspace({ params: { slug: '../x' } })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringMatching(/^invalid workspace slug: /) as string });
     await expect(client.turnDiff({ params: { slug, n: 0 } })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/^invalid turn number: /) as string });
     await expect(client.fork({ body: { project: 'demo', name: 'Bad' } })).rejects.toMatchObject({ code: 'invalid_name', message: expect.stringMatching(/^invalid workspace request: name: name must be lowercase/) as string });
+    await expect(client.previewUrl({ params: { slug, port: 0 } })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/^invalid port: /) as string });
     await expect(client.egress({ params: { slug }, query: { limit: 0 } })).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/^invalid query: limit/) as string });
     expect(calls).toEqual([]);
   });

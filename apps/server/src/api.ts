@@ -3,7 +3,7 @@ import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import type { Logger } from 'pino';
 import type { Grove } from '@grove/core';
-import { endpointPath, endpoints, type GroveEvent, type Workspace } from '@grove/contracts';
+import { GroveError, endpointPath, endpoints, type GroveEvent, type Workspace } from '@grove/contracts';
 import { errorPayload } from './errors.ts';
 import { createRouter, reply } from './routes.ts';
 
@@ -23,7 +23,14 @@ function queuedReply(workspace: Workspace) {
 /** wait=false (or 0): answer 202 at once; anything else waits for the workspace to be ready. */
 const waits = (q: { wait?: string | undefined }) => !(q.wait === 'false' || q.wait === '0');
 
-export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
+export interface ApiOptions {
+  grove: Grove;
+  logger: Logger;
+  /** The preview origin's address of a workspace's port, for a request to this Host (server.ts, from preview.ts). */
+  previewUrl?: (host: string | undefined, slug: string, port: number) => string;
+}
+
+export function createApi(opts: ApiOptions): Hono {
   const { grove, logger } = opts;
   const app = new Hono();
   const route = createRouter(app, { logger });
@@ -81,6 +88,16 @@ export function createApi(opts: { grove: Grove; logger: Logger }): Hono {
   // it back as a new workspace. The slug may be gone: saved work outlives it.
   // What a teardown would keep (branch, recovery ref for uncommitted work) and remove, for the confirmation dialog.
   route(endpoints.teardownPreview, async ({ params }) => grove.teardownPreview(params.slug));
+  // The address the dashboard frames for the Preview view: only for a workspace that exists (not any slug that
+  // parses), and never cached, as it carries the workspace's capability.
+  route(endpoints.previewUrl, async ({ params, c }) => {
+    await grove.get(params.slug);
+    if (!opts.previewUrl) throw new GroveError('internal', 'this server has no preview listener');
+    c.header('cache-control', 'no-store');
+    // The Host header as it came (a fetch Request made in-process has none: its URL's host is the same thing).
+    const host = c.req.header('host') ?? new URL(c.req.url).host;
+    return { port: params.port, url: opts.previewUrl(host, params.slug, params.port) };
+  });
   route(endpoints.savedWork, async ({ params }) => ({ saved: await grove.savedWork(params.slug) }));
   route(endpoints.restore, async ({ params, query, body }) => {
     const wait = waits(query);

@@ -3,7 +3,7 @@
 // only redirects to a second listener (another port, so another origin), which serves nothing but
 // /pv/<cap>/<slug>/<port>/…, authorized by <cap>: an HMAC of the slug under the server's token.
 import crypto from 'node:crypto';
-import type { IncomingHttpHeaders, IncomingMessage } from 'node:http';
+import type { IncomingHttpHeaders } from 'node:http';
 import { GroveError, previewPortParamSchema, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
 import type { ProxyTarget } from './proxy.ts';
@@ -63,8 +63,8 @@ export function previewRest(backendPath: string): { port: number; rest: string; 
  * came to with the preview listener's port. Refused when that is the dashboard's own origin: serving previews
  * there is exactly what this listener exists to prevent.
  */
-export function previewOrigin(req: IncomingMessage, opts: { configured?: string | undefined; port: number | undefined }): string {
-  const host = req.headers.host ?? '';
+export function previewOrigin(requestHost: string | undefined, opts: { configured?: string | undefined; port: number | undefined }): string {
+  const host = requestHost ?? '';
   let origin: string;
   if (opts.configured) {
     origin = new URL(opts.configured).origin;
@@ -83,6 +83,11 @@ export function previewOrigin(req: IncomingMessage, opts: { configured?: string 
     throw new GroveError('internal', `the preview origin ${origin} is the dashboard's own origin; set GROVE_PREVIEW_URL (or GROVE_PREVIEW_PORT) to another origin`);
   }
   return origin;
+}
+
+/** The preview origin's address of a workspace's port: what /w/<slug>/preview/<port>/ redirects to, and what the dashboard frames. */
+export function previewUrlOf(origin: string, token: string, slug: string, port: number, rest = '/', query = ''): string {
+  return `${origin}/pv/${previewCap(token, slug)}/${slug}/${port}${rest}${query}`;
 }
 
 /**

@@ -11,7 +11,7 @@ import { GroveError, endpoints } from '@grove/contracts';
 import { createApi } from './api.ts';
 import { authorize, loginCookie, tokenMatches } from './auth.ts';
 import { sendError } from './errors.ts';
-import { parsePreviewListenerPath, previewCap, previewOrigin, previewRest, scrubPreviewResponse } from './preview.ts';
+import { parsePreviewListenerPath, previewOrigin, previewRest, previewUrlOf, scrubPreviewResponse } from './preview.ts';
 import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, scrubWorkspaceResponse, type ProxyTarget } from './proxy.ts';
 
 interface NextApp {
@@ -49,18 +49,19 @@ const PUBLIC_PATHS = new Set<string>(Object.values(endpoints).flatMap((e) => ('p
 
 export function createGroveServer(opts: GroveServerOptions): GroveServer {
   const { grove, logger, token } = opts;
-  const api = getRequestListener(createApi({ grove, logger }).fetch);
+  let previewPort: number | undefined;
+  const previewUrl = (host: string | undefined, slug: string, port: number) => previewUrlOf(previewOrigin(host, { configured: opts.previewUrl, port: previewPort }), token, slug, port);
+  const api = getRequestListener(createApi({ grove, logger, previewUrl }).fetch);
   const proxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubWorkspaceResponse });
   const previewProxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubPreviewResponse });
   const sockets = new Set<Duplex>();
-  let previewPort: number | undefined;
 
   /** The preview listener's URL of /w/<slug>/preview/<port>/<rest>?q, or null when target is not a preview path. */
   const previewLocation = (req: http.IncomingMessage, target: ProxyTarget): string | null => {
     const p = previewRest(target.path);
     if (!p) return null;
-    const origin = previewOrigin(req, { configured: opts.previewUrl, port: previewPort });
-    return `${origin}/pv/${previewCap(token, target.slug)}/${target.slug}/${p.port}${p.rest || '/'}${p.query}`;
+    const origin = previewOrigin(req.headers.host, { configured: opts.previewUrl, port: previewPort });
+    return previewUrlOf(origin, token, target.slug, p.port, p.rest || '/', p.query);
   };
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {

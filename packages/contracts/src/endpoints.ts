@@ -36,6 +36,7 @@ import {
 import { egressPolicySchema, egressResetResponseSchema, egressResponseSchema } from './egress.ts';
 import { turnDiffResponseSchema, turnNumberSchema, turnsResponseSchema, undoResponseSchema } from './turns.ts';
 import { teardownPreviewSchema } from './teardown.ts';
+import { previewPortParamSchema, previewUrlResponseSchema } from './thread.ts';
 
 /**
  * The registry API under /api, written once (issue 15): each entry's method, path, parameter, query and body
@@ -105,6 +106,7 @@ function endpoint<const P extends `/api/${string}`, const E extends Omit<Endpoin
 const slug = { schema: slugSchema, what: 'workspace slug', code: 'invalid_name' } as const satisfies ParamSpec;
 const project = { schema: projectNameSchema, what: 'project name', code: 'invalid_name' } as const satisfies ParamSpec;
 const turn = { schema: turnNumberSchema, what: 'turn number', code: 'invalid_input' } as const satisfies ParamSpec;
+const port = { schema: previewPortParamSchema, what: 'port', code: 'invalid_input' } as const satisfies ParamSpec;
 
 /** GET /api/workspaces: one project's, and with all=1 the gone ones too. */
 export const listWorkspacesQuerySchema = z.object({ project: z.string().optional(), all: z.enum(['0', '1']).optional() });
@@ -214,6 +216,8 @@ export const endpoints = {
   lastMessage: endpoint({ method: 'GET', path: '/api/workspaces/:slug/last-message', params: { slug }, status: 200, response: lastMessageResponseSchema, errors: reads }),
   /** What a teardown would keep (branch, recovery ref) and remove, for the confirmation. */
   teardownPreview: endpoint({ method: 'GET', path: '/api/workspaces/:slug/teardown-preview', params: { slug }, status: 200, response: teardownPreviewSchema, errors: [...reads, 'git_failed'] }),
+  /** The stable address of a port's preview on the preview origin (the same across stop, reopen and restart). */
+  previewUrl: endpoint({ method: 'GET', path: '/api/workspaces/:slug/preview/:port', params: { slug, port }, status: 200, response: previewUrlResponseSchema, errors: [...reads, 'invalid_input'] }),
   /** Work saved from a removed worktree (refs/grove/<slug>/teardown/<n>); the slug may be gone. */
   savedWork: endpoint({ method: 'GET', path: '/api/workspaces/:slug/saved', params: { slug }, status: 200, response: savedWorkResponseSchema, errors: ['invalid_name', 'git_failed'] }),
   /** Saved work of :slug (the newest, or number n) as a new workspace; 201 when ready, 202 with wait=false. */

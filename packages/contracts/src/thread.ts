@@ -77,3 +77,11 @@ export const previewPortParamSchema = z
 
 export const portsResponseSchema = z.object({ ports: z.array(listeningPortSchema) });
 export type PortsResponse = z.infer<typeof portsResponseSchema>;
+
+/**
+ * GET /api/workspaces/:slug/preview/:port: the stable address of a port's preview on the preview origin
+ * (<origin>/pv/<cap>/<slug>/<port>/), what /w/<slug>/preview/<port>/ redirects to. The dashboard frames it directly, so
+ * nothing of the preview is ever loaded on the dashboard's own origin, not even a redirect.
+ */
+export const previewUrlResponseSchema = z.object({ port: z.number().int().min(1).max(65535), url: z.url({ protocol: /^https?$/ }) });
+export type PreviewUrlResponse = z.infer<typeof previewUrlResponseSchema>;

@@ -1,9 +1,11 @@
-// The ports a workspace's sandbox listens on, each with its preview link; read when asked, never on a timer.
+// The ports a workspace's sandbox listens on, each shown in the tab's Preview view or opened in a new browser tab;
+// read when asked, never on a timer.
 'use client';
 
 import { useCallback, useEffect, useState } from 'react';
 import { PROVIDER_RELAY_PORT, type ListeningPort } from '@grove/contracts';
 import { api, messageOf, previewPath } from '../lib/api.ts';
+import { useWorkbench } from '../lib/workbench.ts';
 import { Spinner } from './ui.tsx';
 import './PortsList.css';
 
@@ -11,6 +13,7 @@ type Load = { kind: 'idle' } | { kind: 'loading' } | { kind: 'ready'; ports: Lis
 
 export function PortsList({ slug, running }: { slug: string; running: boolean }) {
   const [load, setLoad] = useState<Load>({ kind: 'idle' });
+  const { showPreview } = useWorkbench();
 
   const read = useCallback(async () => {
     setLoad({ kind: 'loading' });
@@ -46,6 +49,9 @@ export function PortsList({ slug, running }: { slug: string; running: boolean })
           {load.ports.map((p) => (
             <li key={p.port}>
               <span className="branch">{p.port}</span>{' '}
+              <button type="button" className="btn btn-small" onClick={() => showPreview(p.port)} aria-label={`Show port ${p.port} in preview`}>
+                Show in preview
+              </button>{' '}
               <a href={previewPath(slug, p.port)} target="_blank" rel="noopener noreferrer" aria-label={`Open preview of port ${p.port}`} title={previewPath(slug, p.port)}>
                 Open preview ↗
               </a>

@@ -7,6 +7,7 @@ import { parseSlug, type Workspace } from '@grove/contracts';
 import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
 import { PortsList } from './PortsList.tsx';
+import { PreviewView } from './PreviewView.tsx';
 import { ReviewView } from './ReviewView.tsx';
 import { StateBadge } from './ui.tsx';
 import { TerminalView } from './Terminal.tsx';
@@ -33,6 +34,7 @@ interface ViewEntry {
 // shown and stays mounted (hidden) after that, so a terminal or a preview keeps its state while the conversation is up.
 const VIEWS: ViewEntry[] = [
   { id: 'terminal', label: 'Terminal', render: (p) => <TerminalView {...p} /> },
+  { id: 'preview', label: 'Preview', render: (p) => <PreviewView {...p} /> },
   { id: 'review', label: 'Review', render: (p) => <ReviewView {...p} /> },
 ];
 
@@ -61,6 +63,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
   const [view, setView] = useState<PaneView>('conversation');
   const [opened, setOpened] = useState<ReadonlySet<PaneView>>(() => new Set<PaneView>(['conversation']));
   const [requestedFile, setRequestedFile] = useState<WorkbenchApi['requestedFile']>(null);
+  const [requestedPreview, setRequestedPreview] = useState<WorkbenchApi['requestedPreview']>(null);
   const show = useCallback((v: PaneView) => {
     setView(v);
     setOpened((o) => (o.has(v) ? o : new Set([...o, v])));
@@ -73,8 +76,13 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
         show('files');
       },
       requestedFile,
+      showPreview: (port: number) => {
+        setRequestedPreview((r) => ({ port, seq: (r?.seq ?? 0) + 1 }));
+        show('preview');
+      },
+      requestedPreview,
     }),
-    [show, requestedFile],
+    [show, requestedFile, requestedPreview],
   );
 
   return (

@@ -95,6 +95,8 @@ export const api = {
   postMessage: (slug: string, text: string) => proxied('POST', slug, '/messages', postMessageResponseSchema, { text }),
   /** TCP ports listening inside the sandbox, and whether each may be previewed. */
   ports: (slug: string) => proxied('GET', slug, '/ports', portsResponseSchema),
+  /** A port's preview address on the preview origin (what the Preview view frames); stable across stop and reopen. */
+  previewUrl: (slug: string, port: number) => client.previewUrl({ params: { slug, port } }),
   /** Stops the running turn (202); 409 invalid_state when it already ended. */
   cancelTurn: (slug: string) => proxied('POST', slug, '/turn/cancel', cancelTurnResponseSchema),
   /** The workspace's terminals (shells in its sandbox): list (for reconnect), open, close. */
@@ -122,13 +124,13 @@ export function streamUrl(slug: string): string {
   return `${proto}//${window.location.host}${ws(slug)}/stream`;
 }
 
-/** The stable preview address of a port in a workspace (the same across stop and reopen). */
 /** The WebSocket URL of one terminal of a workspace (same origin; the cookie rides along). */
 export function terminalUrl(slug: string, id: string): string {
   const proto = window.location.protocol === 'https:' ? 'wss:' : 'ws:';
   return `${proto}//${window.location.host}${ws(slug)}/terminals/${encodeURIComponent(id)}/socket`;
 }
 
+/** The stable preview address of a port in a workspace (the same across stop and reopen). */
 export function previewPath(slug: string, port: number): string {
   return `${ws(slug)}/preview/${port}/`;
 }

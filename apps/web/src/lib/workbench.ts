@@ -12,9 +12,13 @@ export interface WorkbenchApi {
   openFile: (path: string) => void;
   /** The file the files view was last asked to open, with a counter so asking twice opens it again. */
   requestedFile: { path: string; seq: number } | null;
+  /** Show the preview view with this port chosen (from the conversation's ports row). */
+  showPreview: (port: number) => void;
+  /** The port the preview view was last asked to show, with a counter so asking twice shows it again. */
+  requestedPreview: { port: number; seq: number } | null;
 }
 
-const noop: WorkbenchApi = { show: () => undefined, openFile: () => undefined, requestedFile: null };
+const noop: WorkbenchApi = { show: () => undefined, openFile: () => undefined, requestedFile: null, showPreview: () => undefined, requestedPreview: null };
 
 export const WorkbenchContext = createContext<WorkbenchApi>(noop);
 
