@@ -8,6 +8,7 @@ import {
   GROVE_LINE_PROVIDER,
   GroveError,
   PROVIDER_RELAY_PORT,
+  TURN_REPORT_ERROR_MAX,
   holdRequestSchema,
   noteRequestSchema,
   parseOrThrow,
@@ -25,6 +26,8 @@ import type {
   PostMessageResponse,
   ThreadLine,
   ThreadResponse,
+  TurnEndedRequest,
+  TurnOutcomeStatus,
 } from '@grove/contracts';
 import { notifyTurnEnded } from './host-hook.ts';
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './http.ts';
@@ -38,6 +41,9 @@ import type { PortRange } from './preview.ts';
 import { openThreadStore } from './thread-store.ts';
 import { DEFAULT_PTY_HELPER, createTerminals } from './terminals.ts';
 import type { ThreadStore } from './thread-store.ts';
+
+/** How long a backend that is shutting down waits for the host to take the report of a cut turn. */
+const SHUTDOWN_HOOK_TIMEOUT_MS = 2_000;
 
 export interface BackendOptions {
   /** Unix socket to listen on; a stale socket file there is removed first. */
@@ -245,9 +251,23 @@ export function createBackend(options: BackendOptions): Backend {
   };
 
   /** Asks the host to check the turn's changes; what it did becomes grove lines of the turn. */
-  const afterTurn = async (turn: string, status: 'completed' | 'failed' | 'cancelled', log: Logger): Promise<void> => {
-    if (!options.hostHookSocket || closing) return;
-    const outcome = await notifyTurnEnded({ socketPath: options.hostHookSocket, body: { turn, status }, timeoutMs: options.hostHookTimeoutMs });
+  const afterTurn = async (turn: string, status: TurnOutcomeStatus, error: string | null, log: Logger): Promise<void> => {
+    if (!options.hostHookSocket) return;
+    const report: TurnEndedRequest = {
+      turn,
+      status,
+      ...(error !== null ? { error: error.slice(0, TURN_REPORT_ERROR_MAX) } : {}),
+      // Every provider's agent is done with a completed turn and waits for the next message.
+      waitingForUser: status === 'completed',
+    };
+    if (closing) {
+      // Shutting down: the host only records that the turn was cut (so no dashboard thinks it still runs),
+      // briefly, since the stop is waiting for this; nothing is appended to a thread that is closing.
+      const cut = await notifyTurnEnded({ socketPath: options.hostHookSocket, body: { ...report, shutdown: true, waitingForUser: false }, timeoutMs: SHUTDOWN_HOOK_TIMEOUT_MS });
+      if (cut.kind === 'failed') log.warn({ reason: cut.message }, 'the host did not take the report of the cut turn');
+      return;
+    }
+    const outcome = await notifyTurnEnded({ socketPath: options.hostHookSocket, body: report, timeoutMs: options.hostHookTimeoutMs });
     if (outcome.kind === 'absent') return;
     const events: GroveThreadEvent[] = outcome.kind === 'done' ? outcome.events : [{ type: 'host_unavailable', message: outcome.message }];
     if (outcome.kind === 'failed') log.warn({ reason: outcome.message }, 'the host did not run its after-turn checks');
@@ -262,6 +282,8 @@ export function createBackend(options: BackendOptions): Backend {
     const { turn } = args;
     const controller = new AbortController();
     let ended = false;
+    // The turn's last error line: a failed turn's report carries it.
+    let lastError: string | null = null;
     const ctx: TurnContext = {
       turn,
       turnNumber: args.turnNumber,
@@ -277,6 +299,7 @@ export function createBackend(options: BackendOptions): Backend {
         if (kind === 'user' || kind === 'turn_end') {
           return Promise.reject(new GroveError('internal', `a provider may not append a ${kind} line`));
         }
+        if (line.kind === 'error') lastError = line.message;
         return openStore().append({ ...line, turn });
       },
     };
@@ -284,7 +307,7 @@ export function createBackend(options: BackendOptions): Backend {
     const run = async (): Promise<void> => {
       const log = logger.child({ turn });
       log.info({ provider: provider.name }, 'turn started');
-      let status: 'completed' | 'failed' | 'cancelled';
+      let status: TurnOutcomeStatus;
       try {
         const outcome = await provider.runTurn(args.text, ctx);
         status = controller.signal.aborted ? 'cancelled' : outcome?.status === 'failed' ? 'failed' : 'completed';
@@ -295,13 +318,14 @@ export function createBackend(options: BackendOptions): Backend {
           status = 'failed';
           log.error({ err }, 'provider failed');
           const message = `the ${provider.name} provider failed: ${err instanceof Error ? err.message : String(err)}`;
+          lastError = message;
           await openStore()
             .append({ kind: 'error', turn, message })
             .catch((appendErr: unknown) => log.error({ err: appendErr }, 'could not record the provider failure'));
         }
       }
       ended = true;
-      await afterTurn(turn, status, log).catch((err: unknown) => log.error({ err }, 'after-turn hook failed'));
+      await afterTurn(turn, status, status === 'failed' ? lastError : null, log).catch((err: unknown) => log.error({ err }, 'after-turn hook failed'));
       try {
         await openStore().append({ kind: 'turn_end', turn, status });
         log.info({ status }, 'turn ended');

@@ -73,7 +73,7 @@ describe('after-turn hook', () => {
     };
     const turn = await post(t, 'write secret.txt x');
     while (host.calls.length === 0) await delay(10);
-    expect(host.calls).toEqual([{ turn, status: 'completed' }]);
+    expect(host.calls).toEqual([{ turn, status: 'completed', waitingForUser: true }]);
     // The agent is done but the host is still checking: no new turn may start yet.
     expect((await postMessage(t.socketPath, 'next')).status).toBe(409);
     release();
@@ -95,6 +95,20 @@ describe('after-turn hook', () => {
     await http(t.socketPath, { method: 'POST', path: '/turn/cancel' });
     await client.waitForTurnEnd(slow);
     expect(host.calls.map((c) => c.status)).toEqual(['failed', 'cancelled']);
+    // A failed turn carries its error line's message, so the dashboard can say why without reading the thread.
+    expect(host.calls[0]).toEqual({ turn: expect.any(String), status: 'failed', error: expect.stringContaining('Scripted failure, as requested.'), waitingForUser: false });
+    expect(host.calls[1]).toEqual({ turn: slow, status: 'cancelled', waitingForUser: false });
+  });
+
+  it('reports a turn cut by the backend shutting down as such, and still closes when the host never answers', async () => {
+    const { t, client, hookSocket } = await start();
+    const host = await fakeHost(hookSocket);
+    const slow = await post(t, 'sleep 20000');
+    await client.waitFor((f) => f.type === 'delta' && f.turn === slow);
+    // A host that never answers: the stop must not hang on it.
+    host.answer = () => new Promise(() => {});
+    await t.dispose();
+    expect(host.calls).toEqual([{ turn: slow, status: 'cancelled', waitingForUser: false, shutdown: true }]);
   });
 
   it('records that the host did not answer, and the turn still ends', async () => {

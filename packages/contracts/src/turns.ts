@@ -35,13 +35,59 @@ export const groveThreadEventSchema = z.discriminatedUnion('type', [
 export type GroveThreadEvent = z.infer<typeof groveThreadEventSchema>;
 
 /** Backend -> host, POST /turn-ended on host.sock. */
+export const turnOutcomeSchema = z.enum(['completed', 'failed', 'cancelled']);
+export type TurnOutcomeStatus = z.infer<typeof turnOutcomeSchema>;
+
+/** The longest error text a turn report carries; the registry keeps a shorter one (shortTurnError). */
+export const TURN_REPORT_ERROR_MAX = 2000;
+
+/**
+ * Backend -> host, POST /turn-ended on host.sock. The fields after `status` are optional so a backend of an
+ * older image (a container started before an upgrade) still reports; the host fills them in.
+ */
 export const turnEndedRequestSchema = z
   .object({
     turn: z.string().min(1).max(64),
-    status: z.enum(['completed', 'failed', 'cancelled']),
+    status: turnOutcomeSchema,
+    /** A failed turn: the message of its (last) error line. */
+    error: z.string().max(TURN_REPORT_ERROR_MAX).optional(),
+    /** The agent now waits for the user's next message (every provider today: a completed turn). */
+    waitingForUser: z.boolean().optional(),
+    /** The backend is shutting down (stop, teardown): the turn was cut; the host records it and does no after-turn work. */
+    shutdown: z.boolean().optional(),
   })
   .strict();
 export type TurnEndedRequest = z.infer<typeof turnEndedRequestSchema>;
+
+/** The longest error text in a `turn.ended` event: one line, enough for a badge, a card and a notification. */
+export const TURN_ERROR_SHORT_MAX = 160;
+
+/** The first non-empty line of an error, cut to TURN_ERROR_SHORT_MAX characters (with an ellipsis when cut). */
+export function shortTurnError(message: string): string {
+  // Control characters (an agent's ANSI colours, a bell) become spaces: the text lands in badges and notifications.
+  const printable = (l: string): string => [...l].map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? ' ' : c)).join('');
+  const line =
+    message
+      .split(/\r?\n/)
+      .map((l) => printable(l).trim())
+      .find((l) => l !== '') ?? '';
+  const chars = [...line];
+  return chars.length <= TURN_ERROR_SHORT_MAX ? line : `${chars.slice(0, TURN_ERROR_SHORT_MAX - 1).join('').trimEnd()}…`;
+}
+
+/**
+ * data of a `turn.ended` event (written by core when the backend reports a turn's end): how the turn ended, its
+ * error's short message when it failed, whether the agent now waits for the user, and whether the turn was cut
+ * by the workspace stopping. Extra fields (workspaceId) are allowed.
+ */
+export const turnEndedDataSchema = z.object({
+  turn: z.string(),
+  outcome: turnOutcomeSchema,
+  error: z.string().max(TURN_ERROR_SHORT_MAX).nullable(),
+  waitingForUser: z.boolean(),
+  shutdown: z.boolean(),
+});
+export type TurnEndedData = z.infer<typeof turnEndedDataSchema>;
 
 export const turnEndedResponseSchema = z.object({ events: z.array(groveThreadEventSchema) });
 export type TurnEndedResponse = z.infer<typeof turnEndedResponseSchema>;

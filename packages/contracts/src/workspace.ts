@@ -115,6 +115,8 @@ export const eventTypeSchema = z.enum([
   'turn.reverted',
   /** After a turn that changed files, the worktree was recorded on refs/grove/<slug>/turns/<n>. */
   'turn.snapshot',
+  /** A turn ended (after the after-turn work): data is turnEndedDataSchema (outcome, short error, waiting for the user). */
+  'turn.ended',
   /** POST /api/workspaces/:slug/undo restored the worktree to before a turn. */
   'workspace.undo',
   'egress.denied',

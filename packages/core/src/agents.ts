@@ -1,7 +1,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { GroveError, holdResponseSchema, parseOrThrow, projectConfigSchema } from '@grove/contracts';
-import type { GroveThreadEvent, ProjectConfig, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
+import { GroveError, holdResponseSchema, parseOrThrow, projectConfigSchema, shortTurnError } from '@grove/contracts';
+import type { GroveThreadEvent, ProjectConfig, TurnEndedData, TurnEndedRequest, TurnEndedResponse, UndoResponse } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
 import { overSocket } from '@grove/runtime';
 import { notFound } from './context.ts';
@@ -108,6 +108,35 @@ export class TurnGuard {
     const match = TURN_ID.exec(req.turn);
     if (!match?.[1]) throw new GroveError('invalid_input', `turn id "${req.turn}" is not turn-<n>`);
     const n = Number(match[1]);
+    // A turn cut by a stop: the sandbox is going away and the stop must not wait for a snapshot, so only its end is recorded.
+    if (req.shutdown === true) {
+      await this.recordTurnEnded(row, req);
+      return { events: [] };
+    }
+    try {
+      return await this.afterTurn(row, req, n);
+    } finally {
+      // Written after the after-turn work (or its failure): "the turn is over" means its snapshot is there too.
+      await this.recordTurnEnded(row, req);
+    }
+  }
+
+  /** The `turn.ended` event: what the dashboard's badges and notifications show. Never throws. */
+  private async recordTurnEnded(row: WorkspaceRow, req: TurnEndedRequest): Promise<void> {
+    const data: TurnEndedData = {
+      turn: req.turn,
+      outcome: req.status,
+      // Only a failed turn has an error; a failed turn without a message still says it failed.
+      error: req.status === 'failed' ? shortTurnError(req.error ?? '') || null : null,
+      // An older backend does not say: every provider it had waits for the user after a completed turn.
+      waitingForUser: req.shutdown === true ? false : (req.waitingForUser ?? req.status === 'completed'),
+      shutdown: req.shutdown === true,
+    };
+    await this.ctx.emit(row.slug, 'turn.ended', { workspaceId: row.id, ...data }).catch((err: unknown) => this.ctx.log.error({ err, slug: row.slug, turn: req.turn }, 'could not record turn.ended'));
+  }
+
+  private async afterTurn(row: WorkspaceRow, req: TurnEndedRequest, n: number): Promise<TurnEndedResponse> {
+    const { slug } = row;
     const config = await readProjectConfig(this.ctx.paths.projectConfig(row.project));
     const ctx = this.context(row);
     const t0 = Date.now();

@@ -5,12 +5,15 @@
 
 import Link from 'next/link';
 import { usePathname, useRouter } from 'next/navigation';
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import { parseSlug, type Workspace, type WorkspaceState } from '@grove/contracts';
 import { isFull, workspaceHref } from '../lib/capacity.ts';
 import { requestStart } from '../lib/start-intents.ts';
+import { badgeOf, type TurnNotices } from '../lib/notifications.ts';
 import { besideOf, closeTab, loadTabs, neighbourOf, openTab, routeOf, saveTabs } from '../lib/tabs.ts';
+import { useTurnNotices } from '../lib/use-turn-notices.ts';
 import { useWorkspaces } from '../lib/use-workspaces.ts';
+import { NotifyToggle } from './NotifyToggle.tsx';
 import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice, Spinner } from './ui.tsx';
 import { WorkspacePane } from './WorkspacePane.tsx';
@@ -110,9 +113,14 @@ export function Cockpit() {
 
   const onForked = useCallback((slug: string) => setTabs((t) => openTab(t, slug)), []);
 
+  // What is on screen: a turn that ends there needs no badge. The list view shows no workspace's thread.
+  const shown = useMemo(() => [activeSlug, beside].filter((s): s is string => s !== null), [activeSlug, beside]);
+  const notices = useTurnNotices(shown, { titleOf, open: (slug) => router.push(hrefOf(slug)) });
+
   const list = load.kind === 'ready' ? load.data.workspaces : [];
   const nav = (
     <>
+      <NotifyToggle />
       <ResumeButton />
       <Link href="/" className="navlink">
         Conversation
@@ -137,10 +145,10 @@ export function Cockpit() {
 
   return (
     <Shell title="Workspaces" subtitle={subtitle} nav={nav} fill>
-      <TabStrip tabs={tabs} active={activeSlug} beside={beside} list={list} busy={busy} onClose={onClose} listActive={route.kind === 'list'} />
+      <TabStrip tabs={tabs} active={activeSlug} beside={beside} list={list} busy={busy} notices={notices} onClose={onClose} listActive={route.kind === 'list'} />
       <div className={beside ? 'panes panes-split' : 'panes'}>
         <section className="pane pane-list" hidden={route.kind !== 'list'} aria-label="All workspaces">
-          <WorkspacesList workspaces={workspaces} onForked={onForked} />
+          <WorkspacesList workspaces={workspaces} onForked={onForked} notices={notices} />
         </section>
         {mounted.map((slug) => {
           const shown = slug === activeSlug || slug === beside;
@@ -186,10 +194,12 @@ interface TabStripProps {
   listActive: boolean;
   list: Workspace[];
   busy: Record<string, boolean>;
+  /** Turns that ended while the tab was not shown. */
+  notices: TurnNotices;
   onClose: (slug: string) => void;
 }
 
-function TabStrip({ tabs, active, beside, listActive, list, busy, onClose }: TabStripProps) {
+function TabStrip({ tabs, active, beside, listActive, list, busy, notices, onClose }: TabStripProps) {
   const stateOf = (slug: string): WorkspaceState | null => list.find((w) => w.slug === slug && w.state !== 'gone')?.state ?? null;
   const activeRef = useRef<HTMLLIElement>(null);
   // The active tab is scrolled into view on narrow screens, where the strip scrolls sideways.
@@ -211,6 +221,8 @@ function TabStrip({ tabs, active, beside, listActive, list, busy, onClose }: Tab
           const title = titleOf(slug);
           const replying = busy[slug] === true;
           const status = replying ? 'replying' : state === 'creating' ? 'starting' : (state ?? 'closed');
+          const notice = notices[slug];
+          const badge = notice ? badgeOf(notice) : null;
           return (
             <li key={slug} className={isActive ? 'tab tab-active' : slug === beside ? 'tab tab-beside' : 'tab'} ref={isActive ? activeRef : undefined}>
               <Link href={hrefOf(slug)} className="tab-link" aria-current={isActive ? 'page' : undefined} title={`${title}: ${status}`}>
@@ -218,6 +230,12 @@ function TabStrip({ tabs, active, beside, listActive, list, busy, onClose }: Tab
                 <span className="tab-name">{title}</span>
                 {replying ? <span className="tab-replying" aria-hidden="true" /> : null}
                 <span className="sr-only"> ({status}{slug === beside ? ', shown beside' : ''})</span>
+                {/* After the status, so the link's name still starts "<name> (<status>)". */}
+                {notice && badge ? (
+                  <span className={`tab-badge tab-badge-${notice.kind}`} role="img" aria-label={badge.label} title={badge.label}>
+                    {badge.glyph}
+                  </span>
+                ) : null}
               </Link>
               <button type="button" className="tab-close" onClick={() => onClose(slug)} aria-label={`Close tab ${title}`} title="Close the tab (the workspace keeps running)">
                 <span aria-hidden="true">×</span>

@@ -2,10 +2,11 @@
 'use client';
 
 import Link from 'next/link';
-import { useState } from 'react';
+import { useEffect, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { baseLabel, fallbackSentence } from '../lib/base.ts';
 import { workspaceHref } from '../lib/capacity.ts';
+import { badgeOf, entryOf, type TurnNotice } from '../lib/notifications.ts';
 import { relativeTime } from '../lib/time.ts';
 import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
@@ -22,10 +23,12 @@ interface CardProps {
   workspace: Workspace;
   /** Set when the cap is reached: reopening would be refused, so the button says why instead. */
   fullReason: string | null;
+  /** Its last turn ended while it was not on screen (cleared when its tab is shown). */
+  turnNotice?: TurnNotice | null;
   onChanged: () => void;
 }
 
-export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps) {
+export function WorkspaceCard({ workspace: w, fullReason, turnNotice = null, onChanged }: CardProps) {
   const [busy, setBusy] = useState(false);
   const last = w.lastActivityAt ?? w.updatedAt;
   const title = w.isDefault ? w.project : w.name;
@@ -71,6 +74,7 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
           </time>
         </dd>
       </dl>
+      {turnNotice ? <TurnEntry notice={turnNotice} /> : null}
       {/* Asked to start at a pull request that could not be fetched: it started at the default branch, and says why. */}
       {fallback ? <p className="card-note">{fallbackSentence(fallback)}</p> : null}
       {hasKeepCheckout(w) ? <KeepCheckoutSetting workspace={w} className="card-setting" onChanged={onChanged} /> : null}
@@ -101,4 +105,24 @@ export function WorkspaceCard({ workspace: w, fullReason, onChanged }: CardProps
 function CreatingSteps({ slug, name }: { slug: string; name: string }) {
   const watch = useLifecycleProgress(slug);
   return <ForkSteps watch={watch} label={`Progress of ${name}`} />;
+}
+
+/** "Finished 2 minutes ago, waiting for you" / "Failed just now: ...": re-rendered each 30 s so the time stays true. */
+function TurnEntry({ notice }: { notice: TurnNotice }) {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 30_000);
+    return () => clearInterval(timer);
+  }, []);
+  const { glyph } = badgeOf(notice);
+  return (
+    <p className={`card-turn card-turn-${notice.kind}`} role="status">
+      <span className="card-turn-glyph" aria-hidden="true">
+        {glyph}
+      </span>{' '}
+      <time dateTime={notice.at} title={new Date(notice.at).toLocaleString()}>
+        {entryOf(notice, now)}
+      </time>
+    </p>
+  );
 }

@@ -6,6 +6,7 @@ import { useEffect, useState } from 'react';
 import type { Capacity, ListWorkspacesResponse, Project, Workspace } from '@grove/contracts';
 import { api } from '../lib/api.ts';
 import { byActivity, capacityReason, isFull } from '../lib/capacity.ts';
+import type { TurnNotices } from '../lib/notifications.ts';
 import type { UseWorkspaces } from '../lib/use-workspaces.ts';
 import { ForkDialog } from './ForkDialog.tsx';
 import { ProjectSettingsDialog } from './ProjectSettings.tsx';
@@ -14,7 +15,16 @@ import { WorkspaceCard } from './WorkspaceCard.tsx';
 import './WorkspacesList.css';
 
 /** The list and its live state come from the cockpit, which shares them with the tab strip. */
-export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked }: { workspaces: UseWorkspaces; onForked?: (slug: string) => void }) {
+export function WorkspacesList({
+  workspaces: { load, stale, refresh },
+  onForked,
+  notices = {},
+}: {
+  workspaces: UseWorkspaces;
+  onForked?: (slug: string) => void;
+  /** Turns that ended in workspaces not on screen (the cockpit's), shown on their cards. */
+  notices?: TurnNotices;
+}) {
   const [projects, setProjects] = useState<Project[]>([]);
   const [forking, setForking] = useState(false);
   // The project whose settings are open, or null.
@@ -37,7 +47,7 @@ export function WorkspacesList({ workspaces: { load, stale, refresh }, onForked 
           </Notice>
         </div>
       ) : load.kind === 'ready' ? (
-        <Ready data={load.data} projects={projects} stale={stale} onFork={() => setForking(true)} onSettings={setSettingsOf} onChanged={onChanged} />
+        <Ready data={load.data} projects={projects} stale={stale} notices={notices} onFork={() => setForking(true)} onSettings={setSettingsOf} onChanged={onChanged} />
       ) : (
         <Loading />
       )}
@@ -88,13 +98,14 @@ interface ReadyProps {
   data: ListWorkspacesResponse;
   projects: Project[];
   stale: string | null;
+  notices: TurnNotices;
   onFork: () => void;
   /** Opens the settings of that project. */
   onSettings: (project: string) => void;
   onChanged: () => void;
 }
 
-function Ready({ data, projects, stale, onFork, onSettings, onChanged }: ReadyProps) {
+function Ready({ data, projects, stale, notices, onFork, onSettings, onChanged }: ReadyProps) {
   const { workspaces, capacity } = data;
   const firstProject = projectNames(projects, workspaces)[0];
   const full = isFull(capacity);
@@ -169,7 +180,7 @@ function Ready({ data, projects, stale, onFork, onSettings, onChanged }: ReadyPr
             )}
             <ul className="cards">
               {list.map((w) => (
-                <WorkspaceCard key={w.slug} workspace={w} fullReason={reason} onChanged={onChanged} />
+                <WorkspaceCard key={w.slug} workspace={w} fullReason={reason} turnNotice={notices[w.slug] ?? null} onChanged={onChanged} />
               ))}
             </ul>
           </section>
