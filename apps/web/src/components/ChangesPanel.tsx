@@ -14,6 +14,7 @@ import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { Modal } from './Dialog.tsx';
+import { OpenFileButton } from './OpenFileButton.tsx';
 import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { Spinner } from './ui.tsx';
@@ -138,6 +139,7 @@ export function ChangesPanel({ workspace: w, onChanged }: { workspace: Workspace
                 const diffId = `${bodyId}-${f.path}`;
                 return (
                   <li key={f.path}>
+                    <div className="changes-file-row">
                     <button type="button" className="changes-file" aria-expanded={shown.has(f.path)} aria-controls={diffId} onClick={() => toggleFile(f.path)}>
                       <span className={`file-status file-${FILE_STATUS[f.status]}`}>{FILE_STATUS[f.status]}</span>
                       <span className="file-path">{f.from ? `${f.from} → ${f.path}` : f.path}</span>
@@ -149,6 +151,8 @@ export function ChangesPanel({ workspace: w, onChanged }: { workspace: Workspace
                         </span>
                       )}
                     </button>
+                    {f.status === 'D' ? null : <OpenFileButton path={f.path} />}
+                    </div>
                     {shown.has(f.path) ? <FileDiff id={diffId} path={f.path} file={fileDiff} truncated={d.truncated} /> : null}
                   </li>
                 );
