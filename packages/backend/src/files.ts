@@ -5,6 +5,8 @@
 // capped, and git runs with a deadline and without the agent's fsmonitor. In a sandbox all of it runs in a child of
 // the bundle started as the agent's user, so even a way around these checks reads nothing the agent could not.
 import { execFile, spawn } from 'node:child_process';
+import type { ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import { constants } from 'node:fs';
 import type { Stats } from 'node:fs';
 import { lstat, open, opendir, readlink, realpath } from 'node:fs/promises';
@@ -203,7 +205,7 @@ export function gitStatusMarks(workspaceDir: string, timeoutMs = GIT_STATUS_TIME
         killSignal: 'SIGKILL',
         maxBuffer: GIT_STATUS_MAX_BYTES,
         encoding: 'utf8',
-        env: { PATH: SAFE_PATH, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', HOME: '/home/grove', LC_ALL: 'C' },
+        env: Object.assign({} as NodeJS.ProcessEnv, { PATH: SAFE_PATH, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', HOME: '/home/grove', LC_ALL: 'C' }),
       },
       (err, stdout, stderr) => {
         if (!err) return resolve({ marks: parseGitStatus(stdout) });
@@ -339,11 +341,11 @@ async function runChild(args: { workspaceDir: string; user: AgentUser; entry?: s
   const entry = args.entry ?? process.argv[1];
   if (!entry) throw new GroveError('internal', 'cannot find the backend bundle to read files as the agent');
   const out = await new Promise<Buffer | null>((resolvePromise, reject) => {
-    const child = spawn(process.execPath, [entry, READ_FILES_ARG, args.workspaceDir, args.op, JSON.stringify(args.query)], {
+    const child: ChildProcessByStdio<null, Readable, null> = spawn(process.execPath, [entry, READ_FILES_ARG, args.workspaceDir, args.op, JSON.stringify(args.query)], {
       uid: args.user.uid,
       gid: args.user.gid,
       cwd: args.workspaceDir,
-      env: { PATH: SAFE_PATH, HOME: '/home/grove' },
+      env: Object.assign({} as NodeJS.ProcessEnv, { PATH: SAFE_PATH, HOME: '/home/grove' }),
       stdio: ['ignore', 'pipe', 'ignore'],
       timeout: args.deadlineMs ?? CHILD_DEADLINE_MS,
       killSignal: 'SIGKILL',
