@@ -62,7 +62,7 @@ describe('Files view', () => {
     const panel = page.getByRole('region', { name: 'Changes', exact: true });
     await panel.getByRole('button', { name: 'Refresh the changes' }).click();
     await panel.getByRole('button', { name: 'Changes', exact: true }).click();
-    await panel.getByRole('button', { name: 'Open notes.txt in Files' }).click();
+    await panel.getByRole('listitem').filter({ hasText: 'notes.txt' }).getByRole('button', { name: 'Open file', exact: true }).click();
     await expect.poll(() => page.getByRole('tab', { name: 'Files', exact: true }).getAttribute('aria-selected')).toBe('true');
     await expect.poll(() => page.getByRole('region', { name: 'Content of notes.txt' }).locator('.files-text').textContent()).toBe('notes\n');
     await expect.poll(() => tree.getByRole('treeitem', { name: /notes\.txt/ }).getAttribute('aria-selected')).toBe('true');
