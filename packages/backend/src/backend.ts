@@ -29,6 +29,7 @@ import type {
   TurnEndedRequest,
   TurnOutcomeStatus,
 } from '@grove/contracts';
+import { createFilesReader } from './files.ts';
 import { notifyTurnEnded } from './host-hook.ts';
 import { DEFAULT_MAX_BODY_BYTES, readJsonBody, sendError, sendJson } from './http.ts';
 import { silentLogger } from './logger.ts';
@@ -155,6 +156,10 @@ export function createBackend(options: BackendOptions): Backend {
     logger,
   });
 
+  // The Files view's reads, as the agent's user (see files.ts).
+  const files = createFilesReader({ workspaceDir: options.workspaceDir, user: options.agentUser ?? null });
+  const queryOf = (req: IncomingMessage): Record<string, string> => Object.fromEntries(new URL(req.url ?? '/', 'http://backend').searchParams);
+
   const openStore = (): ThreadStore => {
     if (store === null) throw new GroveError('invalid_state', 'the backend is not listening yet');
     return store;
@@ -177,6 +182,12 @@ export function createBackend(options: BackendOptions): Backend {
     },
     'GET /ports': async (_req, res) => {
       sendJson(res, 200, { ports: await listeningPorts(preview) } satisfies PortsResponse);
+    },
+    'GET /files/tree': async (req, res) => {
+      sendJson(res, 200, await files.read('tree', queryOf(req)));
+    },
+    'GET /files/content': async (req, res) => {
+      sendJson(res, 200, await files.read('content', queryOf(req)));
     },
     'GET /status': (_req, res) => {
       const thread = openStore();

@@ -2,6 +2,7 @@
 import { createBackend } from './backend.ts';
 import { createEgressRelay } from './egress-relay.ts';
 import { agentEnv, readEnv } from './env.ts';
+import { READ_FILES_ARG, readFilesMain } from './files.ts';
 import { createLogger } from './logger.ts';
 import { WRITE_FILE_ARG, writeWorkspaceFileMain } from './providers/workspace-files.ts';
 
@@ -70,6 +71,9 @@ async function main(): Promise<void> {
 if (process.argv[2] === WRITE_FILE_ARG) {
   // A child started as the agent's user by writeWorkspaceFileAs: one write, one JSON line, exit.
   void writeWorkspaceFileMain(process.argv.slice(3), process.stdin).then((line) => process.stdout.write(`${line}\n`));
+} else if (process.argv[2] === READ_FILES_ARG) {
+  // A child started as the agent's user by createFilesReader: one listing or read, one JSON line, exit.
+  void readFilesMain(process.argv.slice(3)).then((line) => process.stdout.write(`${line}\n`));
 } else {
   void main();
 }

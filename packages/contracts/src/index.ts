@@ -11,3 +11,4 @@ export * from './git-flow.ts';
 export * from './sandbox-runtime.ts';
 export * from './endpoints.ts';
 export * from './terminal.ts';
+export * from './files.ts';

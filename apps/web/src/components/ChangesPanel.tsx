@@ -14,6 +14,7 @@ import { useEventTrigger } from '../lib/use-events.ts';
 import { Modal } from './Dialog.tsx';
 import { FileDiff, FileLabel } from './FileDiff.tsx';
 import { GitErrorBox, explainError } from './GitErrorBox.tsx';
+import { OpenFileButton } from './OpenFileButton.tsx';
 import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { PublishDialog } from './PublishDialog.tsx';
@@ -134,9 +135,12 @@ export function ChangesPanel({ workspace: w, onChanged }: { workspace: Workspace
                 const diffId = `${bodyId}-${f.path}`;
                 return (
                   <li key={f.path}>
-                    <button type="button" className="changes-file" aria-expanded={shown.has(f.path)} aria-controls={diffId} onClick={() => toggleFile(f.path)}>
-                      <FileLabel file={f} />
-                    </button>
+                    <div className="changes-file-row">
+                      <button type="button" className="changes-file" aria-expanded={shown.has(f.path)} aria-controls={diffId} onClick={() => toggleFile(f.path)}>
+                        <FileLabel file={f} />
+                      </button>
+                      {f.status === 'D' ? null : <OpenFileButton path={f.path} />}
+                    </div>
                     {shown.has(f.path) ? <FileDiff id={diffId} path={f.path} file={fileDiff} truncated={d.truncated} /> : null}
                   </li>
                 );

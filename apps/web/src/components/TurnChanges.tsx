@@ -8,6 +8,7 @@ import { api, isApiError, messageOf } from '../lib/api.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import type { ThreadItem } from '../lib/thread-state.ts';
 import { ErrorText, Spinner } from './ui.tsx';
+import { OpenFileButton } from './OpenFileButton.tsx';
 import './diff.css';
 import './TurnChanges.css';
 
@@ -87,7 +88,7 @@ export function TurnChanges({ slug, item, summary, onUndone }: TurnChangesProps)
           </summary>
           <ul className="changes-files" aria-label="Files changed">
             {files.map((f) => (
-              <li key={f.path}>
+              <li key={f.path} className="changes-file-row">
                 <button type="button" className="changes-file" aria-expanded={shown === f.path} aria-controls={diffId} onClick={() => toggle(f.path)}>
                   {f.status ? <span className={`file-status file-${f.status}`}>{STATUS_LABEL[f.status]}</span> : null}
                   <span className="file-path">{f.path}</span>
@@ -101,6 +102,7 @@ export function TurnChanges({ slug, item, summary, onUndone }: TurnChangesProps)
                     )
                   ) : null}
                 </button>
+                {f.status === 'deleted' ? null : <OpenFileButton path={f.path} />}
               </li>
             ))}
           </ul>

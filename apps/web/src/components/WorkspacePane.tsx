@@ -6,6 +6,7 @@ import { useCallback, useMemo, useState, type ReactNode } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
 import { ChangesPanel } from './ChangesPanel.tsx';
 import { Conversation } from './Conversation.tsx';
+import { FilesView } from './FilesView.tsx';
 import { PortsList } from './PortsList.tsx';
 import { PreviewView } from './PreviewView.tsx';
 import { ReviewView } from './ReviewView.tsx';
@@ -34,6 +35,7 @@ interface ViewEntry {
 // shown and stays mounted (hidden) after that, so a terminal or a preview keeps its state while the conversation is up.
 const VIEWS: ViewEntry[] = [
   { id: 'terminal', label: 'Terminal', render: (p) => <TerminalView {...p} /> },
+  { id: 'files', label: 'Files', render: (p) => <FilesView {...p} /> },
   { id: 'preview', label: 'Preview', render: (p) => <PreviewView {...p} /> },
   { id: 'review', label: 'Review', render: (p) => <ReviewView {...p} /> },
 ];

@@ -5,6 +5,8 @@ import {
   backendStatusSchema,
   cancelTurnResponseSchema,
   createTerminalResponseSchema,
+  fileContentResponseSchema,
+  filesTreeResponseSchema,
   terminalListResponseSchema,
   portsResponseSchema,
   postMessageResponseSchema,
@@ -103,6 +105,10 @@ export const api = {
   terminals: (slug: string) => proxied('GET', slug, '/terminals', terminalListResponseSchema),
   openTerminal: (slug: string, cols: number, rows: number) => proxied('POST', slug, '/terminals', createTerminalResponseSchema, { cols, rows }),
   closeTerminal: (slug: string, id: string) => proxied('DELETE', slug, `/terminals/${encodeURIComponent(id)}`, createTerminalResponseSchema),
+  /** One directory of the worktree (read in the sandbox, so only while it runs), with git marks; '' is the top. */
+  filesTree: (slug: string, path: string) => proxied('GET', slug, `/files/tree?path=${encodeURIComponent(path)}`, filesTreeResponseSchema),
+  /** One file's text (cut at FILE_CONTENT_CAP), or only its size when it is binary. */
+  fileContent: (slug: string, path: string) => proxied('GET', slug, `/files/content?path=${encodeURIComponent(path)}`, fileContentResponseSchema),
   /** The turns that changed files, newest first (works while the workspace is stopped). */
   turns: (slug: string) => client.turns({ params: { slug } }),
   turnDiff: (slug: string, n: number) => client.turnDiff({ params: { slug, n } }),

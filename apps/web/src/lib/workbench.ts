@@ -18,9 +18,16 @@ export interface WorkbenchApi {
   requestedPreview: { port: number; seq: number } | null;
 }
 
-const noop: WorkbenchApi = { show: () => undefined, openFile: () => undefined, requestedFile: null, showPreview: () => undefined, requestedPreview: null };
+/** What useWorkbench answers outside a workspace tab: compare with it to leave out what needs a tab. */
+export const NO_WORKBENCH: WorkbenchApi = {
+  show: () => undefined,
+  openFile: () => undefined,
+  requestedFile: null,
+  showPreview: () => undefined,
+  requestedPreview: null,
+};
 
-export const WorkbenchContext = createContext<WorkbenchApi>(noop);
+export const WorkbenchContext = createContext<WorkbenchApi>(NO_WORKBENCH);
 
 /** The tab's workbench; outside a workspace tab (the default thread of a non-engineer) it does nothing. */
 export function useWorkbench(): WorkbenchApi {
