@@ -1,33 +1,16 @@
 // The Terminal view in real Chromium against the real server and sandbox: open a terminal in the workspace tab, type a
 // command, read its output in the page, reload and see it again (the scrollback replays); stopped, it offers Reopen;
 // screenshot workbench-terminal.
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { TerminalListResponse } from '@grove/contracts';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
-import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { useWebServer } from './support/web.ts';
 
-const home = makeHome('web-terminal');
-const shot = screenshotter(home);
-let s: RunningServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  assertWebReady();
-  s = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR } });
-  await waitRunning(s, 'demo');
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  cleanup(home);
-});
+const web = useWebServer('web-terminal');
 
 describe('Terminal view', () => {
   it('opens a shell in the sandbox, shows its output, and shows it again after a reload', async () => {
-    const page = await signedIn(browser, s.base, 1280);
+    const { s, shot } = web;
+    const page = await web.signedIn(1280);
     await page.goto(`${s.base}/p/demo/w/default`);
     await page.getByRole('tab', { name: 'Terminal', exact: true }).click();
     await page.getByRole('button', { name: '+ New terminal' }).click();

@@ -21,6 +21,8 @@ export function Modal({ title, onClose, children }: ModalProps) {
   useEffect(() => {
     const d = ref.current;
     if (!d) return;
+    // Still the element that opened us: the autofocus inside a closed <dialog> has not taken the focus yet.
+    const opener = document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null;
     if (!d.open) d.showModal();
     // Escape fires `close` on the element; hand it to the parent, which unmounts us.
     const handle = () => onCloseRef.current();
@@ -28,6 +30,10 @@ export function Modal({ title, onClose, children }: ModalProps) {
     return () => {
       d.removeEventListener('close', handle);
       if (d.open) d.close();
+      // Escape closes the dialog and the browser gives the focus back itself; a dialog unmounted while open (Cancel,
+      // a choice) leaves it on <body>, so give it back to the opener when it is still on the page.
+      const now = document.activeElement;
+      if (opener?.isConnected && (now === null || now === document.body || !now.isConnected)) opener.focus();
     };
   }, []);
 

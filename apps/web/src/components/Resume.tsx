@@ -135,6 +135,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
   const current = Math.min(active, Math.max(0, shown.length - 1));
   const optionId = (slug: string) => `${ids.list}-${slug}`;
   const activeSlug = shown[current]?.slug;
+  const listShown = shown.length > 0;
 
   useEffect(() => {
     if (!activeSlug) return;
@@ -176,8 +177,9 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
         type="text"
         role="combobox"
         aria-label="Find a workspace"
-        aria-expanded="true"
-        aria-controls={ids.list}
+        aria-expanded={listShown}
+        // Only while the list is rendered: an id that names nothing is an invalid reference.
+        aria-controls={listShown ? ids.list : undefined}
         aria-autocomplete="list"
         aria-activedescendant={activeSlug ? optionId(activeSlug) : undefined}
         aria-describedby={ids.help}

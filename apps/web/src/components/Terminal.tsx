@@ -88,10 +88,11 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
 
   return (
     <div className="terminal-view">
-      <div className="terminal-tabs" role="tablist" aria-label="Terminals">
+      {/* A group of toggle buttons, not a tablist: each terminal has a close button beside it, which a tablist may not hold. */}
+      <div className="terminal-tabs" role="group" aria-label="Terminals">
         {ids.map((id, i) => (
           <span key={id} className={`terminal-tab${id === current ? ' is-current' : ''}`}>
-            <button type="button" role="tab" aria-selected={id === current} onClick={() => setCurrent(id)}>
+            <button type="button" aria-pressed={id === current} onClick={() => setCurrent(id)}>
               Terminal {i + 1}
             </button>
             <button type="button" className="terminal-close" aria-label={`Close terminal ${i + 1}`} onClick={() => void close(id)}>

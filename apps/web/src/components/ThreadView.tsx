@@ -123,7 +123,7 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
           ))}
           {waiting ? (
             <li className="msg msg-assistant msg-thinking">
-              <span className="dots" aria-label="The agent is working">
+              <span className="dots" role="img" aria-label="The agent is working">
                 <span />
                 <span />
                 <span />
