@@ -127,9 +127,11 @@ describe('the Review view', () => {
     await prBox.getByText('Checks: passing (2 passed)').waitFor();
     expect(await prBox.getByRole('alert').count()).toBe(0);
 
-    // Open file hands the path to the workbench, which leaves the Review view for the files view.
+    // Open file hands the path to the workbench, which shows the Files view with that file open.
     await view.getByRole('button', { name: 'Open file hello.txt' }).click();
-    await expect.poll(() => pane(page).getByRole('tab', { name: 'Review', exact: true }).getAttribute('aria-selected')).toBe('false');
+    await expect.poll(() => pane(page).getByRole('tab', { name: 'Files', exact: true }).getAttribute('aria-selected')).toBe('true');
+    await pane(page).getByRole('region', { name: 'Content of hello.txt' }).waitFor();
+    expect(await pane(page).getByRole('tab', { name: 'Review', exact: true }).getAttribute('aria-selected')).toBe('false');
     await pane(page).getByRole('tab', { name: 'Review', exact: true }).click();
 
     // Merged on the forge: the watcher sees it, cleans up (nothing would be lost) and the view says what it did.
