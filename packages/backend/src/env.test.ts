@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 // The driver's constants, read straight from the file (no dependency on the package and its Docker driver).
 import { SANDBOX_PATHS } from '../../sandbox/src/types.ts';
-import { ENV_DEFAULTS, agentEnv, readEnv } from './env.ts';
+import { ENV_DEFAULTS, agentEnv, readClaimedEnv, readEnv, readPoolEnv } from './env.ts';
 
 describe('readEnv', () => {
   it('applies the defaults, which match the sandbox driver mounts', () => {
@@ -68,5 +68,27 @@ describe('readEnv', () => {
 
   it('gives agents the environment without Grove variables', () => {
     expect(agentEnv({ PATH: '/bin', GROVE_SLUG: 'demo', GROVE_AGENT_CONFIG: '{}', HTTPS_PROXY: 'http://127.0.0.1:3128', EMPTY: undefined })).toEqual({ PATH: '/bin', HTTPS_PROXY: 'http://127.0.0.1:3128' });
+  });
+});
+
+describe('readPoolEnv', () => {
+  it('is null for an ordinary backend', () => {
+    expect(readPoolEnv({ GROVE_SLUG: 'demo' })).toBeNull();
+    expect(readPoolEnv({ GROVE_POOL: '', GROVE_SLUG: 'demo' })).toBeNull();
+  });
+
+  it('reads the pool id and the socket; the socket is the backend alone when an agent user is set', () => {
+    expect(readPoolEnv({ GROVE_POOL: '0123456789ab' })).toEqual({ pool: '0123456789ab', socketPath: '/run/grove/backend.sock', socketMode: 0o666 });
+    expect(readPoolEnv({ GROVE_POOL: '0123456789ab', GROVE_SOCKET: '/tmp/b.sock', GROVE_AGENT_UID: '1000' })).toMatchObject({ socketPath: '/tmp/b.sock', socketMode: 0o600 });
+  });
+
+  it('refuses a bad id and a slug beside it: a warm sandbox has one identity, given at its claim', () => {
+    expect(() => readPoolEnv({ GROVE_POOL: '../x' })).toThrow(/GROVE_POOL/);
+    expect(() => readPoolEnv({ GROVE_POOL: '0123456789ab', GROVE_SLUG: 'demo' })).toThrow(/exclusive/);
+  });
+
+  it('gives a claimed backend the slug of its claim and the rest of its own environment', () => {
+    expect(readClaimedEnv('demo~a', { GROVE_POOL: '0123456789ab', GROVE_SCRIPTED_DELAY_MS: '0' })).toMatchObject({ slug: 'demo~a', scriptedDelayMs: 0 });
+    expect(() => readClaimedEnv('../x', { GROVE_POOL: '0123456789ab' })).toThrow(/GROVE_SLUG/);
   });
 });

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { GroveError, PROVIDER_RELAY_PORT, agentConfigSchema, parseOrThrow, slugSchema } from '@grove/contracts';
+import { GroveError, PROVIDER_RELAY_PORT, agentConfigSchema, parseOrThrow, slugSchema, warmIdSchema } from '@grove/contracts';
 import type { AgentConfig } from '@grove/contracts';
 import { PROVIDER_NAMES } from './providers/types.ts';
 import type { AgentUser, ProviderName } from './providers/types.ts';
@@ -125,6 +125,32 @@ export function readEnv(env: Record<string, string | undefined> = process.env): 
     agentUser: agentUserOf(parsed.GROVE_AGENT_UID, parsed.GROVE_AGENT_GID),
     ptyHelper: parsed.GROVE_PTY_HELPER,
   };
+}
+
+/** A warm sandbox's backend (GROVE_POOL set, no GROVE_SLUG yet): where it waits to be claimed. */
+export interface PoolEnv {
+  pool: string;
+  socketPath: string;
+  /** The waiting socket's mode: the backend's alone (0600) in a sandbox with an agent user, as backend.sock is. */
+  socketMode: number;
+}
+
+/**
+ * GROVE_POOL: this backend was started for the warm pool and learns its slug from the host's POST /claim (pool-wait.ts)
+ * before it serves anything. Null for an ordinary backend. A GROVE_SLUG beside it is refused: one identity only.
+ */
+export function readPoolEnv(env: Record<string, string | undefined> = process.env): PoolEnv | null {
+  const pool = unsetIfEmpty(env.GROVE_POOL);
+  if (pool === undefined) return null;
+  if (unsetIfEmpty(env.GROVE_SLUG) !== undefined) throw new GroveError('invalid_input', 'GROVE_POOL and GROVE_SLUG are exclusive: a warm sandbox gets its slug when it is claimed');
+  const socket = parseOrThrow(z.object({ GROVE_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_SOCKET').default(ENV_DEFAULTS.GROVE_SOCKET)) }), env, { what: 'environment' });
+  const agentUser = unsetIfEmpty(env.GROVE_AGENT_UID) !== undefined;
+  return { pool: parseOrThrow(warmIdSchema, pool, { what: 'GROVE_POOL' }), socketPath: socket.GROVE_SOCKET, socketMode: agentUser ? 0o600 : 0o666 };
+}
+
+/** The environment of a warm sandbox's backend once claimed: its own, with the slug the host gave it. */
+export function readClaimedEnv(slug: string, env: Record<string, string | undefined> = process.env): BackendEnv {
+  return readEnv({ ...env, GROVE_POOL: undefined, GROVE_SLUG: slug });
 }
 
 function agentUserOf(uid: number | undefined, gid: number | undefined): AgentUser | null {

@@ -1,9 +1,10 @@
 // Entry point inside the sandbox: read the environment, serve on the socket, shut down cleanly on SIGTERM/SIGINT.
 import { createBackend } from './backend.ts';
 import { createEgressRelay } from './egress-relay.ts';
-import { agentEnv, readEnv } from './env.ts';
+import { agentEnv, readClaimedEnv, readEnv, readPoolEnv } from './env.ts';
 import { READ_FILES_ARG, readFilesMain } from './files.ts';
 import { createLogger } from './logger.ts';
+import { waitForClaim } from './pool-wait.ts';
 import { WRITE_FILE_ARG, writeWorkspaceFileMain } from './providers/workspace-files.ts';
 
 /** docker stop waits 10 s before SIGKILL; give up a little earlier so the exit is ours. */
@@ -22,7 +23,10 @@ async function main(): Promise<void> {
 
   let env;
   try {
-    env = readEnv();
+    // A warm sandbox (the host's pool) serves nothing but its claim until a fork gives it a slug.
+    const pool = readPoolEnv();
+    const slug = pool ? await waitForClaim({ ...pool, logger }) : null;
+    env = slug ? readClaimedEnv(slug) : readEnv();
   } catch (err) {
     logger.fatal({ err }, err instanceof Error ? err.message : 'invalid environment');
     process.exit(2);

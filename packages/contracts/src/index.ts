@@ -9,6 +9,7 @@ export * from './turns.ts';
 export * from './teardown.ts';
 export * from './git-flow.ts';
 export * from './sandbox-runtime.ts';
+export * from './pool.ts';
 export * from './endpoints.ts';
 export * from './terminal.ts';
 export * from './files.ts';

@@ -73,6 +73,11 @@ export const capacitySchema = z.object({
   cap: z.number().int().positive(),
   /** Workspaces waiting in line for a slot (forks sent with queue: true while the cap was reached). */
   queued: z.number().int().nonnegative(),
+  /**
+   * Warm sandboxes ready for the next fork (GROVE_WARM_POOL). They count towards the cap only while no workspace
+   * needs the slot: a fork claims one or makes it give way, so they never push a fork over the cap.
+   */
+  warm: z.number().int().nonnegative().optional(),
 });
 export type Capacity = z.infer<typeof capacitySchema>;
 

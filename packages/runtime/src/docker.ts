@@ -2,16 +2,16 @@
 // the credential relay on the host, the image check, the readiness wait and the death watch.
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { GroveError } from '@grove/contracts';
+import { GroveError, poolWaitingSchema } from '@grove/contracts';
 import type { EgressPolicy } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID } from '@grove/sandbox';
-import type { SandboxDriver, SandboxSpec } from '@grove/sandbox';
+import type { SandboxDriver, SandboxSpec, WarmInfo, WarmSandboxSpec } from '@grove/sandbox';
 import type { Logger } from 'pino';
 import { EgressGates, PROXY_ENV } from './egress-gates.ts';
 import type { EgressGateOptions } from './egress-gates.ts';
-import { probeHealth } from './health.ts';
+import { getOverSocket, overSocket, probeHealth } from './health.ts';
 import { HostServices } from './host-services.ts';
-import type { Readiness, RuntimeHub, StartOptions, StartedWorkspace, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from './types.ts';
+import type { Readiness, RuntimeHub, StartOptions, StartedWorkspace, WarmSpec, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from './types.ts';
 
 const DEFAULT_HEALTH_TIMEOUT_MS = 30_000;
 /** A running workspace's backend answers within this at reconcile, or it is taken for broken. */
@@ -52,6 +52,13 @@ function failure(reason: string): GroveError {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** The claim is one small local call; a backend that does not take it in this long is not worth waiting for. */
+const CLAIM_TIMEOUT_MS = 5_000;
+const CLAIM_POLL_MS = 5;
+
+/** The driver's warm-pool part, all of it present. */
+type WarmDriver = Required<Pick<SandboxDriver, 'ensureWarm' | 'claimWarm' | 'removeWarm' | 'listWarm'>>;
 
 class DockerRuntime implements WorkspaceRuntime {
   readonly name = 'docker';
@@ -187,6 +194,91 @@ class DockerRuntime implements WorkspaceRuntime {
     await gates.closeAll();
   }
 
+  get warmPool(): boolean {
+    return this.warm() !== null;
+  }
+
+  async startWarm(spec: WarmSpec, o: { signal: AbortSignal }): Promise<{ id: string }> {
+    const driver = this.warmDriver();
+    if (!(await this.driver.imageExists(this.o.image))) {
+      throw failure(`sandbox image "${this.o.image}" is not present; build it with scripts/setup.sh (docker/build-image.sh)`);
+    }
+    const socket = join(spec.runDir, 'backend.sock');
+    await rm(socket, { force: true });
+    // The pool's identity instead of a slug: the backend answers only its claim until a fork gives it one. The proxy
+    // variables as for any sandbox; there is no gate behind them until the claim starts one.
+    const sandbox: WarmSandboxSpec = { ...spec, image: this.o.image, env: { ...spec.env, ...PROXY_ENV, GROVE_POOL: spec.pool, GROVE_PROJECT: spec.project } };
+    const info = await driver.ensureWarm(sandbox);
+    await this.waitWaiting(spec.pool, socket, o.signal);
+    return { id: info.id };
+  }
+
+  async claimWarm(pool: string, spec: WorkspaceSpec, o: StartOptions): Promise<StartedWorkspace> {
+    const driver = this.warmDriver();
+    const { slug } = spec;
+    const { gates, host } = this.bound();
+    o.onStep?.('egress');
+    await gates.ensure(slug, spec.egressPolicy);
+    o.onStep?.('container');
+    const t0 = Date.now();
+    // In the run dir the hub moved here: the backend finds them once it serves as the workspace.
+    await host.ensure(slug);
+    const info = await driver.claimWarm(pool, slug);
+    await o.onSandbox?.({ id: info.id, image: this.o.image, ms: Date.now() - t0 });
+    checkAbort(o.signal);
+    const socketPath = this.socketOf(slug);
+    let answer: { status: number; body: unknown };
+    try {
+      answer = await overSocket(socketPath, { method: 'POST', path: '/claim', body: { slug }, timeoutMs: CLAIM_TIMEOUT_MS });
+    } catch (e) {
+      throw failure(`the warm sandbox ${pool} did not take its claim: ${reasonOf(e)}`);
+    }
+    if (answer.status !== 202) throw failure(`the warm sandbox ${pool} refused its claim (${answer.status})`);
+    o.onStep?.('health');
+    // The backend is already up and only reopens its socket as the workspace: polled closer than a cold start is.
+    await this.waitHealthy(slug, o.signal, CLAIM_POLL_MS);
+    return { id: info.id, backend: { socketPath } };
+  }
+
+  async discardWarm(pool: string): Promise<void> {
+    await this.warmDriver().removeWarm(pool);
+  }
+
+  async listWarm(): Promise<WarmInfo[]> {
+    return (await this.warm()?.listWarm()) ?? [];
+  }
+
+  private warm(): WarmDriver | null {
+    const d = this.driver;
+    if (!d.ensureWarm || !d.claimWarm || !d.removeWarm || !d.listWarm) return null;
+    return { ensureWarm: d.ensureWarm.bind(d), claimWarm: d.claimWarm.bind(d), removeWarm: d.removeWarm.bind(d), listWarm: d.listWarm.bind(d) };
+  }
+
+  private warmDriver(): WarmDriver {
+    const w = this.warm();
+    if (!w) throw failure('this sandbox driver keeps no warm sandboxes');
+    return w;
+  }
+
+  /** Wait until a warm sandbox's backend answers GET /pool as that pool id. */
+  private async waitWaiting(pool: string, socket: string, signal: AbortSignal): Promise<void> {
+    const deadline = Date.now() + this.healthTimeoutMs;
+    let lastError = 'no answer yet';
+    for (;;) {
+      checkAbort(signal);
+      try {
+        const { status, body } = await getOverSocket(socket, '/pool', 1_000);
+        const parsed = poolWaitingSchema.safeParse(body);
+        if (status === 200 && parsed.success && parsed.data.pool === pool) return;
+        lastError = status === 200 ? `/pool answered an unexpected body` : `/pool answered ${status}`;
+      } catch (e) {
+        lastError = reasonOf(e);
+      }
+      if (Date.now() >= deadline) throw failure(`the warm sandbox ${pool} did not wait for its claim within ${this.healthTimeoutMs} ms (${lastError})`);
+      await sleep(HEALTH_POLL_MS);
+    }
+  }
+
   private bound(): { hub: RuntimeHub; gates: EgressGates; host: HostServices } {
     if (!this.hub || !this.gates || !this.host) throw new Error('the runtime is not bound to a hub yet');
     return { hub: this.hub, gates: this.gates, host: this.host };
@@ -218,7 +310,7 @@ class DockerRuntime implements WorkspaceRuntime {
   }
 
   /** Wait for the backend's /health over its socket; fail fast (exit code + last logs) when the container dies. */
-  private async waitHealthy(slug: string, signal: AbortSignal): Promise<void> {
+  private async waitHealthy(slug: string, signal: AbortSignal, pollMs = HEALTH_POLL_MS): Promise<void> {
     const socket = this.socketOf(slug);
     const deadline = Date.now() + this.healthTimeoutMs;
     let lastError = 'no answer yet';
@@ -230,7 +322,8 @@ class DockerRuntime implements WorkspaceRuntime {
         return;
       }
       lastError = probe.error;
-      if (i % INSPECT_EVERY === 0) {
+      // The same few inspects a second whatever the poll: each is a call to the engine.
+      if (i % Math.ceil((INSPECT_EVERY * HEALTH_POLL_MS) / pollMs) === 0) {
         const info = await this.driver.inspect(slug);
         if (!info) throw failure('the sandbox container disappeared while starting');
         if (!info.running) throw failure(`the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`);
@@ -238,7 +331,7 @@ class DockerRuntime implements WorkspaceRuntime {
       if (Date.now() >= deadline) {
         throw failure(`the backend did not answer /health within ${this.healthTimeoutMs} ms (${lastError})${await this.lastLogs(slug)}`);
       }
-      await sleep(HEALTH_POLL_MS);
+      await sleep(pollMs);
     }
   }
 }

@@ -1,5 +1,5 @@
 // @grove/runtime: the WorkspaceRuntime seam (where a workspace runs: sandbox, egress gate, host sockets, readiness) and its Docker implementation.
-export type { Readiness, RuntimeEvent, RuntimeHub, StartOptions, StartStep, StartedWorkspace, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from './types.ts';
+export type { Readiness, RuntimeEvent, RuntimeHub, StartOptions, StartStep, StartedWorkspace, WarmSpec, WorkspaceLimits, WorkspaceRuntime, WorkspaceSpec, WorkspaceStatus } from './types.ts';
 export { createDockerRuntime, exitSummary } from './docker.ts';
 export type { DockerRuntimeOptions } from './docker.ts';
 export { PROXY_ENV, PROXY_URL } from './egress-gates.ts';

@@ -42,6 +42,18 @@ export interface WorkspaceSpec {
   egressPolicy: EgressPolicy;
 }
 
+/**
+ * A warm sandbox the hub wants ready for a fork of `project` (its pool): a workspace's spec without the workspace. Its
+ * dirs are the pool's own (<home>/pool/<id>/…) and become a workspace's when the hub renames them at a claim. It has
+ * no egress gate and no host sockets until then (no process of an agent runs in it before), so it reaches nothing.
+ */
+export interface WarmSpec extends Omit<WorkspaceSpec, 'slug' | 'egressPolicy'> {
+  /** The warm sandbox's id (warmIdSchema). */
+  pool: string;
+  /** Its run dir: its backend's socket appears there, and the hub renames it to the workspace's run dir at a claim. */
+  runDir: string;
+}
+
 /** What the hub gives a runtime once, before anything else: where to report and what to call back. */
 export interface RuntimeHub {
   /**
@@ -128,4 +140,25 @@ export interface WorkspaceRuntime {
   setPolicy(slug: string, policy: EgressPolicy): Promise<boolean>;
   /** End every host-side piece of this process (sandboxes keep running). */
   close(): Promise<void>;
+
+  // ---- warm sandboxes (the hub's pool) ----
+
+  /** Whether this runtime can keep warm sandboxes; when false the hub keeps none and every fork starts cold. */
+  readonly warmPool: boolean;
+  /**
+   * Make a warm sandbox (same hardening, limits and image as any) and resolve once its backend waits to be claimed.
+   * On failure it throws and leaves what it made for discardWarm.
+   */
+  startWarm(spec: WarmSpec, o: { signal: AbortSignal }): Promise<{ id: string }>;
+  /**
+   * Make a warm sandbox the workspace spec.slug, whose dirs the hub has already moved to the workspace's paths: the
+   * gate with spec.egressPolicy and the host sockets, the sandbox renamed to the workspace's, its backend told its
+   * slug, then the same /health wait as start. On failure it throws; the hub then removes it (remove(slug)), never
+   * handing it out again.
+   */
+  claimWarm(pool: string, spec: WorkspaceSpec, o: StartOptions): Promise<StartedWorkspace>;
+  /** Stop and delete an unclaimed warm sandbox. Idempotent. */
+  discardWarm(pool: string): Promise<void>;
+  /** Every warm sandbox of this hub, claimed (a workspace's now) or not. */
+  listWarm(): Promise<Array<{ pool: string; claimed: boolean; running: boolean }>>;
 }

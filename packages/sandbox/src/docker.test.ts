@@ -9,7 +9,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isGroveError } from '@grove/contracts';
-import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent, RUNSC_PIDS_FACTOR } from './docker.ts';
+import { createDockerDriver, containerName, demuxLogs, LABELS, parseEngineEvent, RUNSC_PIDS_FACTOR, slugFromName, warmName } from './docker.ts';
 import { agentExecArgs, listCommand, readOnlyMessage, testRuntime } from './test-support.ts';
 import { SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
 import type { SandboxEvent, SandboxSpec } from './types.ts';
@@ -616,6 +616,25 @@ describe('demuxLogs', () => {
     expect(parseEngineEvent(ev({ Action: 'die', Actor: { Attributes: { [LABELS.slug]: '../etc' } } }))).toBeNull();
     expect(parseEngineEvent(JSON.stringify({ Type: 'network', Action: 'die' }))).toBeNull();
     expect(parseEngineEvent('not json')).toBeNull();
+  });
+
+  it('reports a claimed warm sandbox by its name, an unclaimed one not at all', () => {
+    const ev = (attrs: Record<string, string>) => JSON.stringify({ Type: 'container', Action: 'die', Actor: { Attributes: { exitCode: '1', ...attrs } } });
+    expect(parseEngineEvent(ev({ [LABELS.pool]: '0123456789ab', name: containerName('abc', 'p~a') }), 'abc')).toEqual({ slug: 'p~a', kind: 'died', exitCode: 1 });
+    expect(parseEngineEvent(ev({ [LABELS.pool]: '0123456789ab', name: warmName('abc', '0123456789ab') }), 'abc')).toBeNull();
+    // Another home's name, or no instance to read it with: nobody's.
+    expect(parseEngineEvent(ev({ [LABELS.pool]: '0123456789ab', name: containerName('other', 'p~a') }), 'abc')).toBeNull();
+    expect(parseEngineEvent(ev({ [LABELS.pool]: '0123456789ab', name: containerName('abc', 'p~a') }))).toBeNull();
+    // A name never stands in for a slug label on an ordinary container.
+    expect(parseEngineEvent(ev({ name: containerName('abc', 'p~a') }), 'abc')).toBeNull();
+  });
+
+  it('reads slugs back from container names and never from a warm one', () => {
+    expect(slugFromName('abc', `/${containerName('abc', 'p~a')}`)).toBe('p~a');
+    expect(slugFromName('abc', containerName('abc', 'p'))).toBe('p');
+    expect(slugFromName('abc', warmName('abc', '0123456789ab'))).toBeNull();
+    expect(slugFromName('abc', 'grove-abc-../etc')).toBeNull();
+    expect(slugFromName('abc', 'grove-abcd-p.a')).toBeNull();
   });
 
   it('passes raw (TTY) output through', () => {

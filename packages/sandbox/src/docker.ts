@@ -3,10 +3,10 @@ import { createHash } from 'node:crypto';
 import { isAbsolute, normalize } from 'node:path';
 import Docker from 'dockerode';
 import type { ContainerCreateOptions, ContainerInspectInfo, MountSettings } from 'dockerode';
-import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, sandboxRuntimeSchema, slugSchema } from '@grove/contracts';
+import { GroveError, overlayPathProblem, parseOrThrow, parseSlug, projectNameSchema, sandboxRuntimeSchema, slugSchema, warmIdSchema } from '@grove/contracts';
 import type { SandboxRuntime } from '@grove/contracts';
 import { BACKEND_GID, BACKEND_UID, SANDBOX_CAPS, SANDBOX_GID, SANDBOX_PATHS, SANDBOX_UID } from './types.ts';
-import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from './types.ts';
+import type { DockerDriverOptions, SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WarmInfo, WarmSandboxSpec } from './types.ts';
 
 export const LABELS = {
   slug: 'grove.slug',
@@ -14,6 +14,8 @@ export const LABELS = {
   instance: 'grove.instance',
   /** Hash of the create options; a container whose hash differs was made from an older spec and is recreated. */
   spec: 'grove.spec',
+  /** A warm sandbox's pool id (instead of grove.slug: labels cannot change, so a claimed one keeps it). */
+  pool: 'grove.pool',
 } as const;
 
 const DEFAULT_SOCKET = '/var/run/docker.sock';
@@ -41,6 +43,23 @@ export const RUNSC_PIDS_FACTOR = 8;
 /** Container name for a slug: `grove-<instance>-<project>.<name>` (`~` is not allowed in Docker names). */
 export function containerName(instance: string, slug: string): string {
   return `grove-${instance}-${slug.replace('~', '.')}`;
+}
+
+/**
+ * A warm sandbox's name until it is claimed: `grove-<instance>_warm-<id>`. The `_` appears in no slug's name, so it
+ * can never be a workspace's container.
+ */
+export function warmName(instance: string, pool: string): string {
+  return `grove-${instance}_warm-${pool}`;
+}
+
+/** The slug a container's name says (`grove-<instance>-<project>.<name>`, with or without Docker's leading `/`), or null. */
+export function slugFromName(instance: string, name: string): string | null {
+  const prefix = `grove-${instance}-`;
+  const bare = name.startsWith('/') ? name.slice(1) : name;
+  if (!bare.startsWith(prefix)) return null;
+  const slug = bare.slice(prefix.length).replace('.', '~');
+  return slugSchema.safeParse(slug).success ? slug : null;
 }
 
 export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
@@ -126,7 +145,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
     }
   }
 
-  async function ensureLocked(spec: SandboxSpec, name: string): Promise<SandboxInfo> {
+  async function ensureLocked(spec: SandboxSpec | WarmSandboxSpec, name: string): Promise<SandboxInfo> {
     const body = createOptions(spec, { instance, name, runtime });
     const wantImage = await imageId(spec.image);
     let current = await inspectRaw(name);
@@ -155,7 +174,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
     }
     const after = await inspectRaw(name);
     if (!after) throw new GroveError('spawn_failed', `container ${name} vanished right after it was started`);
-    return toInfo(after);
+    return toInfo(after, instance);
   }
 
   return {
@@ -182,7 +201,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
 
     async inspect(slug) {
       const raw = await inspectRaw(nameFor(slug));
-      return raw ? toInfo(raw) : null;
+      return raw ? toInfo(raw, instance) : null;
     },
 
     async stop(slug) {
@@ -204,12 +223,54 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
     },
 
     async list() {
-      const rows = await call(() =>
-        docker.listContainers({ all: true, filters: { label: [`${LABELS.instance}=${instance}`, LABELS.slug] } }),
-      );
+      const rows = await call(() => docker.listContainers({ all: true, filters: { label: [`${LABELS.instance}=${instance}`] } }));
+      // A workspace's own container, or a warm sandbox a claim renamed to a workspace's name; never an unclaimed one.
+      const ours = rows.filter((r) => r.Labels[LABELS.slug] !== undefined || (r.Labels[LABELS.pool] !== undefined && r.Names.some((n) => slugFromName(instance, n) !== null)));
       // Inspect each: the list rows carry neither the exit code nor the OOM flag.
-      const infos = await Promise.all(rows.map((r) => inspectRaw(r.Id)));
-      return infos.filter((i): i is ContainerInspectInfo => i !== null).map(toInfo);
+      const infos = await Promise.all(ours.map((r) => inspectRaw(r.Id)));
+      return infos.filter((i): i is ContainerInspectInfo => i !== null).map((i) => toInfo(i, instance)).filter((i) => i.slug !== '');
+    },
+
+    async ensureWarm(spec) {
+      validateWarmSpec(spec);
+      const name = warmName(instance, spec.pool);
+      return serial(name, () => ensureLocked(spec, name));
+    },
+
+    async claimWarm(pool, slug) {
+      const from = warmName(instance, parseOrThrow(warmIdSchema, pool, { what: 'warm sandbox id', code: 'invalid_input' }));
+      const to = nameFor(slug);
+      return serial(from, () =>
+        serial(to, async () => {
+          const before = await inspectRaw(from);
+          if (!before?.State.Running) throw new GroveError('spawn_failed', `the warm sandbox ${pool} is not running`);
+          try {
+            // A name taken by another container is a 409: the claim fails and the fork starts cold.
+            await call(() => docker.getContainer(from).rename({ name: to }));
+          } catch (e) {
+            throw spawnFailed(e, `renaming the warm sandbox ${pool} to ${to}`);
+          }
+          const after = await inspectRaw(to);
+          if (!after || after.Id !== before.Id) throw new GroveError('spawn_failed', `container ${to} is not the warm sandbox ${pool} after its rename`);
+          return toInfo(after, instance);
+        }),
+      );
+    },
+
+    async removeWarm(pool) {
+      const name = warmName(instance, parseOrThrow(warmIdSchema, pool, { what: 'warm sandbox id', code: 'invalid_input' }));
+      return serial(name, () => removeByName(name));
+    },
+
+    async listWarm() {
+      const rows = await call(() => docker.listContainers({ all: true, filters: { label: [`${LABELS.instance}=${instance}`, LABELS.pool] } }));
+      const out: WarmInfo[] = [];
+      for (const r of rows) {
+        const pool = r.Labels[LABELS.pool] ?? '';
+        if (!warmIdSchema.safeParse(pool).success) continue;
+        out.push({ pool, id: r.Id, running: r.State === 'running', claimed: !r.Names.includes(`/${warmName(instance, pool)}`) });
+      }
+      return out;
     },
 
     async logs(slug, tail = DEFAULT_LOG_TAIL) {
@@ -254,7 +315,7 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
               while ((nl = buf.indexOf('\n')) >= 0) {
                 const line = buf.slice(0, nl).trim();
                 buf = buf.slice(nl + 1);
-                const e = line ? parseEngineEvent(line) : null;
+                const e = line ? parseEngineEvent(line, instance) : null;
                 if (e) onEvent(e);
               }
             });
@@ -274,8 +335,11 @@ export function createDockerDriver(opts: DockerDriverOptions): SandboxDriver {
   };
 }
 
-/** One line of the engine's event stream -> a SandboxEvent, or null for anything else. */
-export function parseEngineEvent(line: string): SandboxEvent | null {
+/**
+ * One line of the engine's event stream -> a SandboxEvent, or null for anything else. A claimed warm sandbox has no
+ * grove.slug label (labels cannot change): its slug is its name's, given `instance`; an unclaimed one has none.
+ */
+export function parseEngineEvent(line: string, instance?: string): SandboxEvent | null {
   let raw: { Type?: string; Action?: string; Actor?: { Attributes?: Record<string, string> } };
   try {
     raw = JSON.parse(line) as typeof raw;
@@ -284,7 +348,8 @@ export function parseEngineEvent(line: string): SandboxEvent | null {
   }
   if (raw.Type !== 'container') return null;
   const attrs = raw.Actor?.Attributes ?? {};
-  const slug = attrs[LABELS.slug];
+  const warm = attrs[LABELS.pool] !== undefined && instance !== undefined && attrs.name !== undefined;
+  const slug = attrs[LABELS.slug] ?? (warm ? slugFromName(instance, attrs.name ?? '') : null);
   if (!slug || !slugSchema.safeParse(slug).success) return null;
   if (raw.Action === 'oom') return { slug, kind: 'oom', exitCode: null };
   if (raw.Action === 'die') {
@@ -295,7 +360,7 @@ export function parseEngineEvent(line: string): SandboxEvent | null {
 }
 
 /** The full create request. Everything security-relevant is here, so the hash label covers it. */
-export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: string; runtime?: SandboxRuntime }): ContainerCreateOptions {
+export function createOptions(spec: SandboxSpec | WarmSandboxSpec, ctx: { instance: string; name: string; runtime?: SandboxRuntime }): ContainerCreateOptions {
   const runtime = ctx.runtime ?? 'runc';
   const env: Record<string, string> = {
     ...spec.env,
@@ -331,7 +396,8 @@ export function createOptions(spec: SandboxSpec, ctx: { instance: string; name: 
       .sort()
       .map((k) => `${k}=${env[k]}`),
     Labels: {
-      [LABELS.slug]: spec.slug,
+      // A warm sandbox has no workspace yet: its pool id instead (the same hardening, mounts and limits otherwise).
+      ...('pool' in spec ? { [LABELS.pool]: spec.pool } : { [LABELS.slug]: spec.slug }),
       [LABELS.project]: spec.project,
       [LABELS.instance]: ctx.instance,
     },
@@ -381,6 +447,17 @@ function validateSpec(spec: SandboxSpec): void {
   if (parseSlug(spec.slug).project !== spec.project) {
     throw new GroveError('invalid_input', `sandbox spec: project "${spec.project}" does not match slug "${spec.slug}"`);
   }
+  validateCommon(spec);
+}
+
+function validateWarmSpec(spec: WarmSandboxSpec): void {
+  parseOrThrow(warmIdSchema, spec.pool, { what: 'warm sandbox id', code: 'invalid_input' });
+  parseOrThrow(projectNameSchema, spec.project, { what: 'project name', code: 'invalid_name' });
+  validateCommon(spec);
+}
+
+/** What every sandbox's spec must satisfy, warm or not: normalised absolute paths, the git dirs apart, limits, env names. */
+function validateCommon(spec: SandboxSpec | WarmSandboxSpec): void {
   const paths = {
     worktreePath: spec.worktreePath,
     sandboxGitDir: spec.sandboxGitDir,
@@ -416,12 +493,14 @@ function validateSpec(spec: SandboxSpec): void {
   }
 }
 
-function toInfo(raw: ContainerInspectInfo): SandboxInfo {
+function toInfo(raw: ContainerInspectInfo, instance: string): SandboxInfo {
   const labels = raw.Config.Labels ?? {};
   const exited = raw.State.Status === 'exited' || raw.State.Status === 'dead';
+  // A claimed warm sandbox is the workspace its name says; an unclaimed one is nobody's ('').
+  const slug = labels[LABELS.slug] ?? (labels[LABELS.pool] !== undefined ? (slugFromName(instance, raw.Name) ?? '') : '');
   return {
     id: raw.Id,
-    slug: labels[LABELS.slug] ?? '',
+    slug,
     project: labels[LABELS.project] ?? '',
     running: raw.State.Running,
     exitCode: exited ? raw.State.ExitCode : null,

@@ -42,6 +42,25 @@ export interface SandboxSpec {
   overlay?: Array<{ hostPath: string; path: string }>;
 }
 
+/**
+ * A warm sandbox (the hub's pool): everything of a SandboxSpec but the workspace's identity. It is made for a project
+ * with dirs of its own, labelled grove.pool instead of grove.slug, and named for its pool id until a fork claims it
+ * (claimWarm renames it to the workspace's name; its mounts follow the dirs the hub renamed).
+ */
+export interface WarmSandboxSpec extends Omit<SandboxSpec, 'slug'> {
+  /** The warm sandbox's id (warmIdSchema). */
+  pool: string;
+}
+
+/** One warm sandbox of this instance as the engine lists it. */
+export interface WarmInfo {
+  pool: string;
+  id: string;
+  running: boolean;
+  /** Renamed to a workspace's name by a claim: it is that workspace's now, and list() reports it by that slug. */
+  claimed: boolean;
+}
+
 export interface SandboxInfo {
   id: string;
   slug: string;
@@ -90,8 +109,20 @@ export interface SandboxDriver {
   stop(slug: string): Promise<void>;
   /** Stop and remove; no error when absent. */
   remove(slug: string): Promise<void>;
-  /** Every container labelled grove.slug. */
+  /** Every workspace's container: labelled grove.slug, or a warm sandbox a claim renamed to a workspace's name. */
   list(): Promise<SandboxInfo[]>;
+  // The warm pool's part (optional: a driver without it has no warm sandboxes, and every fork starts cold).
+  /** Create and start a warm sandbox (its name and labels from spec.pool, no slug). Idempotent like ensure. */
+  ensureWarm?(spec: WarmSandboxSpec): Promise<SandboxInfo>;
+  /**
+   * Hand a running warm sandbox to a workspace: rename its container to the slug's name (refused when that name is
+   * taken or the sandbox is not running). A claimed sandbox is never a warm one again.
+   */
+  claimWarm?(pool: string, slug: string): Promise<SandboxInfo>;
+  /** Stop and remove an unclaimed warm sandbox; no error when absent. */
+  removeWarm?(pool: string): Promise<void>;
+  /** Every warm sandbox of this instance, claimed or not. */
+  listWarm?(): Promise<WarmInfo[]>;
   /** The last lines of the container's output, for failure reasons and `grove logs`. */
   logs(slug: string, tail?: number): Promise<string>;
   /**
