@@ -53,6 +53,8 @@ export async function startServer(opts: { home: string; env?: Record<string, str
       GROVE_PREVIEW_PORT: '0',
       GROVE_TOKEN: TOKEN,
       GROVE_MAX_RUNNING: '4',
+      // No warm sandboxes unless a test asks (e2e/pool.test.ts): they would add a sandbox to every test's load.
+      GROVE_WARM_POOL: '0',
       GROVE_WEB_DIR: path.join(opts.home, 'no-web'),
       LOG_LEVEL: 'info',
       GROVE_RUNTIME: TEST_RUNTIME,

@@ -97,6 +97,23 @@ describe('GROVE_DISK_QUOTA and GROVE_INODE_QUOTA', () => {
   });
 });
 
+describe('GROVE_WARM_POOL', () => {
+  const warm = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { GROVE_WARM_POOL: v }) }).GROVE_WARM_POOL;
+
+  it('defaults to one warm sandbox; 0 turns the pool off', () => {
+    expect(warm()).toBe(1);
+    expect(warm('0')).toBe(0);
+    expect(warm('3')).toBe(3);
+  });
+
+  it('refuses what is not a small count', () => {
+    expect(() => warm('-1')).toThrow(/GROVE_WARM_POOL/);
+    expect(() => warm('many')).toThrow(/GROVE_WARM_POOL/);
+    expect(() => warm('1.5')).toThrow(/GROVE_WARM_POOL/);
+    expect(() => warm('9')).toThrow(/GROVE_WARM_POOL/);
+  });
+});
+
 describe('GROVE_RUNTIME', () => {
   const runtime = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { GROVE_RUNTIME: v }) }).GROVE_RUNTIME;
 

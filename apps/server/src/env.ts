@@ -79,6 +79,11 @@ export const envSchema = z.object({
     .optional(),
   GROVE_TOKEN: z.string().min(16, { error: 'GROVE_TOKEN must be at least 16 characters' }).optional(),
   GROVE_MAX_RUNNING: z.coerce.number().int().min(1).max(256).default(defaultMaxRunning()),
+  /**
+   * Warm sandboxes kept ready for the next fork (started ahead, claimed by a fork, refilled in the background); they
+   * hold slots only while no workspace needs them. 0: none, every fork starts its sandbox.
+   */
+  GROVE_WARM_POOL: z.coerce.number().int().min(0).max(8).default(1),
   GROVE_IMAGE: z.string().min(1).default('grove-sandbox:latest'),
   /** Register the bundled demo project (and its default workspace) at start. */
   GROVE_DEMO: bool.default(true),

@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     databaseUrl: env.DATABASE_URL ?? null,
     runtime,
     maxRunning: env.GROVE_MAX_RUNNING,
+    warmPool: env.GROVE_WARM_POOL,
     logger,
     idleStopMs: env.GROVE_IDLE_STOP,
     forgeToken: env.GROVE_FORGE_TOKEN ?? null,

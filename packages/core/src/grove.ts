@@ -22,6 +22,7 @@ import { GitFlow } from './git-flow.ts';
 import type { WatchResult } from './git-flow.ts';
 import { Lifecycle } from './lifecycle.ts';
 import { createPaths } from './paths.ts';
+import { WarmPool } from './pool.ts';
 import * as projects from './projects.ts';
 import * as queries from './queries.ts';
 import { Reconciler } from './reconciler.ts';
@@ -43,6 +44,7 @@ interface Parts {
   lifecycle: Lifecycle;
   scheduler: Scheduler;
   reconciler: Reconciler;
+  pool: WarmPool;
 }
 
 class GroveImpl implements Grove {
@@ -58,11 +60,17 @@ class GroveImpl implements Grove {
   }
 
   async list(filter: { project?: string; includeGone?: boolean } = {}): Promise<{ workspaces: Workspace[]; capacity: Capacity }> {
-    return queries.list(this.ctx, this.p.disks, filter);
+    const listed = await queries.list(this.ctx, this.p.disks, filter);
+    return { ...listed, capacity: this.withWarm(listed.capacity) };
   }
 
   async capacity(): Promise<Capacity> {
-    return queries.capacity(this.ctx);
+    return this.withWarm(await queries.capacity(this.ctx));
+  }
+
+  /** The ready warm sandboxes beside the slots, when there is a pool at all. */
+  private withWarm(c: Capacity): Capacity {
+    return this.p.pool.enabled ? { ...c, warm: this.p.pool.ready() } : c;
   }
 
   async get(slug: string): Promise<Workspace> {
@@ -216,7 +224,10 @@ class GroveImpl implements Grove {
   // ---- reconcile (reconciler.ts) and close ----
 
   async reconcile(): Promise<void> {
-    return this.p.reconciler.reconcile();
+    // Warm sandbox a previous process left are removed first (never handed out twice), and the pool made anew after.
+    await this.p.pool.recycle().catch((err: unknown) => this.ctx.log.warn({ err }, 'could not recycle the warm sandboxes of a previous run'));
+    await this.p.reconciler.reconcile();
+    this.p.pool.refill();
   }
 
   async close(): Promise<void> {
@@ -234,6 +245,7 @@ async function closeGrove(ctx: GroveContext, p: Parts): Promise<void> {
   const pending = [...ctx.inflight.values()];
   for (const f of pending) f.abort.abort(new Error('server shutting down'));
   await Promise.allSettled(pending.map((f) => f.task));
+  await p.pool.close();
   await ctx.runtime.close();
   await Promise.allSettled(ctx.pending);
   await ctx.store.close();
@@ -276,8 +288,12 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
     emit: (slug, type, data) => ctx.emitSoon(slug, type, data),
   });
   const disks = new DiskWatch(ctx, ctx.volumes);
-  const lifecycle = new Lifecycle(ctx, { flow, disks });
+  const pool = new WarmPool(ctx, opts.warmPool ?? 0);
+  if ((opts.warmPool ?? 0) > 0 && !pool.enabled) {
+    opts.logger.warn({ warmPool: opts.warmPool, diskQuota: ctx.volumes !== null, runtime: ctx.runtime.name }, 'no warm sandboxes: not with per-workspace disk images yet, nor on a runtime without them');
+  }
+  const lifecycle = new Lifecycle(ctx, { flow, disks, pool });
   const scheduler = new Scheduler(ctx, lifecycle, flow);
   const reconciler = new Reconciler(ctx, lifecycle, scheduler);
-  return new GroveImpl(ctx, { flow, guard, disks, lifecycle, scheduler, reconciler });
+  return new GroveImpl(ctx, { flow, guard, disks, lifecycle, scheduler, reconciler, pool });
 }

@@ -29,6 +29,7 @@ import { validProject, validSlug } from './paths.ts';
 import * as projects from './projects.ts';
 import { view } from './queries.ts';
 import { capacityError, nowIso, slotFree, toWorkspace } from './registry.ts';
+import type { WarmPool, WarmSandbox } from './pool.ts';
 import { pullHeadRef, pullOfRef } from './remote.ts';
 import * as savedWork from './saved-work.ts';
 import { admitFork, promoteQueue } from './scheduler.ts';
@@ -53,6 +54,8 @@ export interface Undo {
   baseCommit: string | null;
   /** The workspace's disk image may exist (it is made before the worktree is added in it). */
   volume: boolean;
+  /** The warm sandbox this fork took (pool.ts): removed on a rollback, never handed out again. */
+  warm?: WarmSandbox | null;
 }
 
 /** spawn_failed for everything except an unreachable Docker engine, which keeps its own 503 code. */
@@ -90,6 +93,8 @@ interface CreateRequest {
 export interface LifecycleParts {
   flow: GitFlow;
   disks: DiskWatch;
+  /** Warm sandboxes a fork takes instead of starting one (pool.ts). */
+  pool: WarmPool;
 }
 
 export class Lifecycle {
@@ -177,10 +182,14 @@ export class Lifecycle {
     // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
     const now = await ctx.store.byId(reserved.id);
     if (now?.state !== 'creating') throw invalidState(now ?? reserved, 'create');
-    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null, volume: false };
+    const undo: Undo = { worktree: false, branchCreated: false, baseCommit: null, volume: false, warm: null };
     let step: Step = 'worktree';
     try {
       const config = given ?? (await projects.readConfig(ctx, row.project));
+      const { pool } = this.parts;
+      undo.warm = await pool.take(row.project, config, ctx.paths.worktree(row.project, row.name));
+      // No warm sandbox for this fork: one that holds the slot it needs gives way.
+      if (!undo.warm) await pool.giveWay();
       const wt = await this.prepareWorktree(row, undo, config);
       row = wt.row;
       await ctx.emit(slug, 'workspace.prepared', {
@@ -195,12 +204,14 @@ export class Lifecycle {
       checkAbort(signal);
 
       step = 'dirs';
-      await prepareDirs(ctx, slug, { fresh: true });
+      // A warm sandbox's dirs are the workspace's already (prepareWorktree archived what an earlier one left).
+      await prepareDirs(ctx, slug, { fresh: !undo.warm });
       checkAbort(signal);
 
-      const { running, containerId } = await this.bringUp(row, signal, { verb: 'created', config, at: (s) => (step = s) });
+      const { running, containerId, warm } = await this.bringUp(row, signal, { verb: 'created', config, at: (s) => (step = s), warm: undo.warm });
       row = running;
-      await ctx.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, ms: Date.now() - t0 });
+      if (undo.warm) await this.parts.pool.claimed(undo.warm);
+      await ctx.emit(slug, 'workspace.registered', { workspaceId: row.id, branch: row.branch, containerId, warm, ms: Date.now() - t0 });
       return toWorkspace(running);
     } catch (e) {
       const reason = reasonOf(e);
@@ -243,7 +254,13 @@ export class Lifecycle {
       // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
       // empty dirs (what an earlier workspace of this slug left there is archived or removed).
       undo.volume = true;
-      if (ctx.volumes) {
+      if (undo.warm) {
+        // The warm sandbox's dirs take the workspace's places, over nothing (an earlier workspace's are archived or removed).
+        await archive(ctx, slug, ['thread', 'state']);
+        await removeDir(paths.run(slug));
+        await removeDir(paths.sandboxGit(slug));
+        await this.parts.pool.moveInto(undo.warm, row);
+      } else if (ctx.volumes) {
         await archive(ctx, slug, ['state']);
         await removeDir(paths.sandboxGit(slug));
         await ctx.volumes.ensure(slug, volumeTargets(ctx, row), { create: true });
@@ -269,26 +286,54 @@ export class Lifecycle {
   private async bringUp(
     reserved: WorkspaceRow,
     signal: AbortSignal,
-    o: { verb: 'created' | 'started'; config: ProjectConfig; at: (step: Step) => void },
-  ): Promise<{ running: WorkspaceRow; containerId: string }> {
+    o: { verb: 'created' | 'started'; config: ProjectConfig; at: (step: Step) => void; warm?: WarmSandbox | null },
+  ): Promise<{ running: WorkspaceRow; containerId: string; warm: boolean }> {
     const { ctx } = this;
     let row = reserved;
     // What the sandbox is given is prepared on the host first (overlay targets, env, policy) from the caller's config.
     const workspace = await spec(ctx, row, o.config);
     checkAbort(signal);
-    const info = await ctx.runtime.start(workspace, {
+    let warm = o.warm ?? null;
+    const startOptions = {
       signal,
       onStep: o.at,
-      onSandbox: async (sandbox) => {
-        await ctx.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: sandbox.id, image: sandbox.image, ms: sandbox.ms });
+      onSandbox: async (sandbox: { id: string; image: string; ms: number }) => {
+        await ctx.emit(row.slug, 'sandbox.started', { workspaceId: row.id, containerId: sandbox.id, image: sandbox.image, ms: sandbox.ms, ...(warm ? { warm: true } : {}) });
         row = (await ctx.store.update(row.id, { containerId: sandbox.id })) ?? row;
       },
-    });
+    };
+    let info: { id: string };
+    if (warm && workspace.overlay.length > 0) {
+      // A read-only overlay file appeared since the take: its mount needs a container started with it.
+      ctx.log.info({ slug: row.slug, pool: warm.id }, 'overlay files to mount: starting cold instead of the warm sandbox');
+      await this.dropWarm(row.slug, warm);
+      warm = null;
+    }
+    if (warm) {
+      try {
+        info = await ctx.runtime.claimWarm(warm.id, workspace, startOptions);
+      } catch (e) {
+        if (signal.aborted) throw e;
+        // Its dirs are the workspace's now, so a cold sandbox on them is the same workspace; the warm one goes.
+        ctx.log.warn({ err: e, slug: row.slug, pool: warm.id }, `claiming the warm sandbox failed, starting cold: ${reasonOf(e)}`);
+        await this.dropWarm(row.slug, warm);
+        warm = null;
+        info = await ctx.runtime.start(workspace, startOptions);
+      }
+    } else {
+      info = await ctx.runtime.start(workspace, startOptions);
+    }
 
     o.at('register');
     const running = await ctx.store.update(row.id, { state: 'running', failureReason: null, lastActivityAt: nowIso() }, 'creating');
     if (!running) throw new StepFailure(`the workspace left the creating state while it was being ${o.verb}`);
-    return { running, containerId: info.id };
+    return { running, containerId: info.id, warm: warm !== null };
+  }
+
+  /** A taken warm sandbox that will not serve this fork: renamed already or not, it is removed. */
+  private async dropWarm(slug: string, warm: WarmSandbox): Promise<void> {
+    await this.ctx.runtime.remove(slug);
+    await this.parts.pool.release(warm);
   }
 
   /** Undo a fork: container, worktree (+ the branch when this fork created it and it holds no work), dirs, thread. Never throws. */
@@ -308,6 +353,9 @@ export class Lifecycle {
     };
     // The sandbox with its gate and host listeners (the runtime ends those even when the removal fails).
     await attempt('remove container', () => ctx.runtime.remove(row.slug));
+    // A warm sandbox it took, still under its pool name: removed, never handed out again.
+    const warm = undo.warm;
+    if (warm) await attempt('remove warm sandbox', () => this.parts.pool.release(warm));
     let worktreeGone = true;
     if (undo.worktree) {
       worktreeGone = await attempt('remove worktree', () =>
@@ -422,6 +470,8 @@ export class Lifecycle {
       await prepareDirs(ctx, slug, { fresh: false });
       // The one read of the config for this start (an invalid one fails the start here, as before).
       const config = await projects.readConfig(ctx, project);
+      // A reopen starts cold: a warm sandbox that holds the slot it needs gives way.
+      await this.parts.pool.giveWay();
 
       const { running, containerId } = await this.bringUp(row, signal, { verb: 'started', config, at: (s) => (step = s) });
       await ctx.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });

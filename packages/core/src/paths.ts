@@ -1,5 +1,5 @@
 import { isAbsolute, join, relative, resolve, sep } from 'node:path';
-import { GroveError, nameSchema, parseOrThrow, parseSlug, projectNameSchema, slugSchema } from '@grove/contracts';
+import { GroveError, nameSchema, parseOrThrow, parseSlug, projectNameSchema, slugSchema, warmIdSchema } from '@grove/contracts';
 
 /**
  * Every host path Grove touches, built from validated segments and then checked to lie under its root
@@ -27,6 +27,10 @@ export interface GrovePaths {
   volumesRoot: string;
   /** Host-only scratch space on the same filesystem as home (staged indexes, imports): never mounted. */
   scratchRoot: string;
+  /** The warm sandboxes' own dirs (<home>/pool/<id>/…), renamed to a workspace's paths when a fork claims one. */
+  poolRoot: string;
+  /** <home>/pool/<id>: one warm sandbox's dirs. */
+  warm(id: string): string;
   /** <home>/overlays/<project>: the project's overlay files at their repository-relative paths. */
   overlay(project: string): string;
   /** The bare primary clone; it is the common git dir of every worktree of the project. */
@@ -99,6 +103,7 @@ export function createPaths(home: string): GrovePaths {
     objectsRoot: join(h, 'objects'),
     volumesRoot: join(h, 'volumes'),
     scratchRoot: join(h, 'tmp'),
+    poolRoot: join(h, 'pool'),
   };
   return {
     home: h,
@@ -115,6 +120,7 @@ export function createPaths(home: string): GrovePaths {
     sandboxGit: (slug) => under(roots.sandboxGitRoot, validSlug(slug)),
     workspaceObjects: (slug) => under(roots.objectsRoot, `${validSlug(slug)}.git`),
     volume: (slug) => under(roots.volumesRoot, validSlug(slug)),
+    warm: (id) => under(roots.poolRoot, parseOrThrow(warmIdSchema, id, { what: 'warm sandbox id', code: 'invalid_name' })),
     lockFile: (project) => under(roots.locksRoot, `${validProject(project)}.lock`),
     overlay: (project) => under(roots.overlaysRoot, validProject(project)),
     projectConfig: (project) => under(roots.configRoot, `${validProject(project)}.json`),

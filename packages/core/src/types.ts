@@ -31,6 +31,11 @@ export interface GroveOptions {
   limits?: Partial<WorkspaceLimits>;
   /** Extra env for every sandbox backend (never secrets), e.g. GROVE_PROVIDER. */
   sandboxEnv?: Record<string, string>;
+  /**
+   * How many warm sandboxes to keep ready for the next fork (GROVE_WARM_POOL); 0 or absent: none, every fork starts
+   * cold. They hold slots only while no workspace needs them (pool.ts).
+   */
+  warmPool?: number;
   /** The egress floor's project default rules (the gates themselves are the runtime's). */
   egress?: EgressOptions;
   /**

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { constants } from 'node:fs';
+import { constants, existsSync } from 'node:fs';
 import { chown, lstat, mkdir, open, readFile, readdir, realpath, rename, rm, rmdir, statfs } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -223,12 +223,61 @@ export class Volumes {
     return true;
   }
 
+  /**
+   * A warm sandbox's filesystem (pool.ts), made and mounted at <dir>/fs before any workspace owns it: the same image,
+   * quota and mount options as a workspace's. Returns its dirs, which the warm sandbox mounts directly (no binds yet).
+   */
+  async makeWarm(dir: string): Promise<VolumeTargets> {
+    await this.createImageAt(dir, 'a warm sandbox');
+    const root = join(dir, MOUNT);
+    await mkdirReal(root, 0o755);
+    try {
+      await run('mount', ['-t', 'ext4', '-o', MOUNT_OPTIONS, '--', join(dir, IMAGE), root]);
+    } catch (e) {
+      throw failed('could not mount the disk image of a warm sandbox', e);
+    }
+    const out = { worktree: join(root, 'worktree'), state: join(root, 'state'), git: join(root, 'git') };
+    for (const d of VOLUME_DIRS) {
+      await mkdir(out[d], { mode: 0o755 });
+      if (this.o.owner) await chown(out[d], this.o.owner.uid, this.o.owner.gid);
+    }
+    return out;
+  }
+
+  /**
+   * A warm sandbox's filesystem becomes the workspace's: its dir is renamed to volumes/<slug> (the mount goes with
+   * it, and the running sandbox keeps its own mounts of the dirs inside); ensure(slug, …) then binds it onto the
+   * workspace's paths as for any workspace.
+   */
+  async adoptWarm(dir: string, slug: string): Promise<void> {
+    const to = this.o.paths.volume(slug);
+    if (existsSync(to)) throw new GroveError('spawn_failed', `${to} exists; the warm sandbox's disk image cannot take its place`);
+    await mkdir(this.o.paths.volumesRoot, { recursive: true, mode: 0o700 });
+    await rename(dir, to);
+  }
+
+  /** Unmount and delete a warm sandbox's filesystem that no workspace took (its sandbox is removed first). No error when absent. */
+  async destroyWarm(dir: string): Promise<void> {
+    const root = await canonical(join(dir, MOUNT));
+    const table = await mountTable();
+    const fs = mountAt(table, root);
+    if (fs) {
+      const binds = table.filter((m) => m.dev === fs.dev && m.mountPoint !== root).map((m) => m.mountPoint).reverse();
+      await this.umount([...binds, root]);
+    }
+    await rm(join(dir, IMAGE), { force: true });
+    await rm(join(dir, `${IMAGE}.partial`), { force: true });
+  }
+
   /** The sparse image, its filesystem made with the quota's inode count; the image file is root's, 0600. */
   private async createImage(slug: string): Promise<void> {
-    const dir = this.o.paths.volume(slug);
-    await mkdir(this.o.paths.volumesRoot, { recursive: true, mode: 0o700 });
+    await this.createImageAt(this.o.paths.volume(slug), slug);
+  }
+
+  private async createImageAt(dir: string, what: string): Promise<void> {
+    await mkdir(dirname(dir), { recursive: true, mode: 0o700 });
     await mkdirReal(dir, 0o700);
-    const image = this.image(slug);
+    const image = join(dir, IMAGE);
     // Made under a temporary name and renamed once its filesystem exists: a crash part way leaves no image that
     // looks real (an old temporary one is removed; the dir is host-only, so it is ours).
     const partial = `${image}.partial`;
@@ -246,7 +295,7 @@ export class Volumes {
       await run('mkfs.ext4', ['-q', '-F', '-b', '4096', '-N', String(this.o.quota.inodes), '-m', '0', '-O', '^has_journal', '-E', 'lazy_itable_init=1,root_owner=0:0', '-L', 'grove', '--', partial]);
     } catch (e) {
       await rm(partial, { force: true });
-      throw failed(`could not make the filesystem of ${slug}'s disk image`, e);
+      throw failed(`could not make the filesystem of ${what}'s disk image`, e);
     }
     await rename(partial, image);
   }

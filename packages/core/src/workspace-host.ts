@@ -90,6 +90,11 @@ export async function archive(ctx: GroveContext, slug: string, kinds: Array<'thr
   return dest ? basename(dest) : null;
 }
 
+/** The backend's env from the config; the runtime adds its proxy variables and the identity (GROVE_SLUG, GROVE_PROJECT) after these. */
+export function sandboxEnv(ctx: GroveContext, config: ProjectConfig): Record<string, string> {
+  return { GROVE_PROVIDER: 'scripted', ...ctx.opts.sandboxEnv, ...agentSandboxEnv(config) };
+}
+
 /**
  * What the runtime is asked to run: the host dirs, the env, the overlay files (their targets made here) and the
  * policy, all from the one config the caller read for this operation.
@@ -109,8 +114,7 @@ export async function spec(ctx: GroveContext, row: WorkspaceRow, config: Project
     gitCommonDir: paths.repo(row.project),
     threadDir: paths.thread(row.slug),
     stateDir: paths.state(row.slug),
-    // The runtime adds its proxy variables and the identity (GROVE_SLUG, GROVE_PROJECT) after these.
-    env: { GROVE_PROVIDER: 'scripted', ...ctx.opts.sandboxEnv, ...agentSandboxEnv(config) },
+    env: sandboxEnv(ctx, config),
     limits: ctx.limits,
     overlay: mounts.map((m) => ({ hostPath: m.hostPath, path: m.path })),
     egressPolicy: await egressPolicy.policyOf(ctx, row, config),

@@ -1,0 +1,221 @@
+// Warm sandboxes (GROVE_WARM_POOL) on the real engine: a fork claims the ready one, the pool refills, two forks never
+// share one, a fork at the cap makes the warm one give way, a claimed workspace lives like any other, and a restart
+// recycles what the previous process left. GROVE_WARM_POOL=0 makes none.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Capacity, GroveEvent, ListWorkspacesResponse, Workspace } from '@grove/contracts';
+import { cleanup, dockerExec, makeHome, startServer, waitFor, waitRunning } from './harness.ts';
+import type { RunningServer } from './harness.ts';
+
+const CAP = 4;
+const home = makeHome('pool');
+const src = fs.mkdtempSync(path.join(home, '..', 'grove-pool-src-'));
+let s: RunningServer | undefined;
+
+const server = (): RunningServer => {
+  if (!s) throw new Error('server not started');
+  return s;
+};
+const boot = async (): Promise<RunningServer> => (s = await startServer({ home, env: { GROVE_WARM_POOL: '1', GROVE_MAX_RUNNING: String(CAP) } }));
+
+/** The warm sandboxes not yet claimed: named `grove-<instance>_warm-<id>`, labelled grove.pool. */
+function warmIds(instance: string): string[] {
+  const out = execFileSync('docker', ['ps', '-a', '--filter', `label=grove.instance=${instance}`, '--filter', 'label=grove.pool', '--format', '{{.ID}} {{.Names}}'], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .filter((l) => l.includes(`grove-${instance}_warm-`))
+    .map((l) => l.split(' ')[0] ?? '');
+}
+
+/** Full id of the container of a slug, found by name (a claimed warm sandbox has no grove.slug label). */
+function containerNamed(instance: string, slug: string): string | null {
+  try {
+    return execFileSync('docker', ['inspect', '--format', '{{.Id}}', `grove-${instance}-${slug.replace('~', '.')}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return null;
+  }
+}
+
+function fullId(id: string): string {
+  return execFileSync('docker', ['inspect', '--format', '{{.Id}}', id], { encoding: 'utf8' }).trim();
+}
+
+async function capacity(): Promise<Capacity> {
+  return (await server().api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity;
+}
+
+/** One warm sandbox ready (capacity says so, and the engine has it): its full id. */
+async function readyWarm(): Promise<string> {
+  return waitFor('a ready warm sandbox', async () => {
+    const ids = warmIds(server().instance);
+    return (await capacity()).warm === 1 && ids.length === 1 ? fullId(ids[0] ?? '') : null;
+  });
+}
+
+async function fork(project: string, name: string): Promise<{ status: number; body: { workspace: Workspace } }> {
+  return server().api<{ workspace: Workspace }>('POST', '/api/workspaces', { project, name });
+}
+
+async function events(slug: string): Promise<GroveEvent[]> {
+  return (await server().api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(slug)}`)).body.events;
+}
+
+/** The scripted agent writes a file; the host sees it in the workspace's worktree (the mounts followed the rename). */
+async function agentWrites(slug: string, name: string, file: string, text: string): Promise<void> {
+  expect((await server().api('POST', `/w/${slug}/messages`, { text: `write ${file} ${text}` })).status).toBe(202);
+  const at = path.join(home, 'worktrees', 'demo', name, file);
+  await waitFor(`${file} in ${slug}'s worktree`, async () => fs.existsSync(at) && fs.readFileSync(at, 'utf8') === text);
+}
+
+beforeAll(async () => {
+  const git = (...args: string[]) => execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.test', ...args], { cwd: src, stdio: 'ignore' });
+  git('init', '-q', '-b', 'main');
+  fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
+  git('add', '.');
+  git('commit', '-q', '-m', 'first');
+  await boot();
+  await waitRunning(server(), 'demo');
+});
+
+afterAll(async () => {
+  await s?.stop().catch(() => undefined);
+  cleanup(home);
+  fs.rmSync(src, { recursive: true, force: true });
+});
+
+describe('warm pool', () => {
+  it('hands the ready warm sandbox to a fork, which serves as that workspace, and refills', async () => {
+    const warm = await readyWarm();
+    // As hardened as any sandbox: the same flags and limits as the default workspace's, only the identity differs.
+    const inspect = (id: string) => JSON.parse(execFileSync('docker', ['inspect', id], { encoding: 'utf8' }))[0] as { HostConfig: Record<string, unknown>; Config: { Labels: Record<string, string> } };
+    const w = inspect(warm);
+    const cold = inspect(containerNamed(server().instance, 'demo') ?? '');
+    for (const k of ['NetworkMode', 'ReadonlyRootfs', 'CapDrop', 'CapAdd', 'SecurityOpt', 'Privileged', 'PidsLimit', 'Memory', 'MemorySwap', 'NanoCpus', 'Runtime', 'Init']) {
+      expect(w.HostConfig[k], k).toEqual(cold.HostConfig[k]);
+    }
+    expect(w.Config.Labels['grove.slug']).toBeUndefined();
+    // Its claim socket is the backend's alone: the agent's user can neither list /run/grove nor connect there.
+    expect(dockerExec(warm, ['ls', '/run/grove']).code).not.toBe(0);
+    const connect = dockerExec(warm, ['node', '-e', "require('net').connect('/run/grove/backend.sock').on('connect',()=>process.exit(0)).on('error',(e)=>{console.log(e.code);process.exit(3)})"]);
+    expect(connect.code).toBe(3);
+    expect(connect.out).toContain('EACCES');
+    // Nothing of a workspace is there before a claim: an empty worktree, no thread.
+    expect(dockerExec(warm, ['ls', '-A', '/workspace']).out.trim()).toBe('');
+
+    const r = await fork('demo', 'a');
+    expect(r.status).toBe(201);
+    expect(r.body.workspace.state).toBe('running');
+    expect(containerNamed(server().instance, 'demo~a')).toBe(warm);
+    const started = (await events('demo~a')).find((e) => e.type === 'sandbox.started');
+    expect(started?.data).toMatchObject({ containerId: warm, warm: true });
+    const health = await server().api<{ slug: string }>('GET', '/w/demo~a/health');
+    expect(health.status).toBe(200);
+    expect(health.body.slug).toBe('demo~a');
+    await agentWrites('demo~a', 'a', 'hello.txt', 'from-a');
+    // git inside works on the worktree added into the sandbox's (empty, already mounted) dir, on the fork's branch.
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'status', '--porcelain']).code).toBe(0);
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', '--abbrev-ref', 'HEAD']).out.trim()).toBe('grove/a');
+    expect(dockerExec(warm, ['cat', '/workspace/README.md']).code).toBe(0);
+
+    const next = await readyWarm();
+    expect(next).not.toBe(warm);
+  });
+
+  it('never gives one warm sandbox to two concurrent forks', async () => {
+    const warm = await readyWarm();
+    const [b, c] = await Promise.all([fork('demo', 'b'), fork('demo', 'c')]);
+    expect([b.status, c.status]).toEqual([201, 201]);
+    const ib = containerNamed(server().instance, 'demo~b');
+    const ic = containerNamed(server().instance, 'demo~c');
+    expect(ib).not.toBeNull();
+    expect(ib).not.toBe(ic);
+    expect([ib, ic].filter((id) => id === warm)).toHaveLength(1);
+    for (const slug of ['demo~b', 'demo~c']) expect((await server().api<{ slug: string }>('GET', `/w/${slug}/health`)).body.slug).toBe(slug);
+    // demo, a, b, c: the cap is reached, so no warm sandbox is made.
+    expect(await capacity()).toMatchObject({ running: CAP, creating: 0, warm: 0 });
+    expect(warmIds(server().instance)).toEqual([]);
+    expect((await server().api('DELETE', '/api/workspaces/demo~c')).status).toBe(200);
+    // A slot is free again: the pool takes it back.
+    await readyWarm();
+  });
+
+  it('makes the warm sandbox give way to a fork that needs its slot', async () => {
+    const warm = await readyWarm();
+    expect(await capacity()).toMatchObject({ running: CAP - 1, warm: 1 });
+    // A fork of another project cannot use demo's warm sandbox, and the cap is reached by running + warm.
+    expect((await server().api('POST', '/api/projects', { name: 'app', source: src })).status).toBe(201);
+    const r = await fork('app', 'x');
+    expect(r.status).toBe(201);
+    expect(r.body.workspace.state).toBe('running');
+    expect(containerNamed(server().instance, 'app~x')).not.toBe(warm);
+    expect(warmIds(server().instance)).toEqual([]);
+    expect(await capacity()).toMatchObject({ running: CAP, warm: 0 });
+    expect((await server().api('DELETE', '/api/workspaces/app~x')).status).toBe(200);
+  });
+
+  it('stops, reopens and tears down a claimed workspace like any other', async () => {
+    await readyWarm();
+    expect((await server().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~a/stop')).body.workspace.state).toBe('stopped');
+    const reopened = await server().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~a/start');
+    expect(reopened.status).toBe(200);
+    expect(reopened.body.workspace.state).toBe('running');
+    expect((await server().api<{ slug: string }>('GET', '/w/demo~a/health')).body.slug).toBe('demo~a');
+    const id = containerNamed(server().instance, 'demo~a') ?? '';
+    expect(dockerExec(id, ['cat', '/workspace/hello.txt']).out).toBe('from-a');
+    await agentWrites('demo~a', 'a', 'again.txt', 'after-reopen');
+
+    expect((await server().api('DELETE', '/api/workspaces/demo~a')).status).toBe(200);
+    expect(containerNamed(server().instance, 'demo~a')).toBeNull();
+    expect(fs.existsSync(path.join(home, 'worktrees', 'demo', 'a'))).toBe(false);
+  });
+
+  it('recycles the warm sandbox a killed server left and makes a fresh one; claimed workspaces keep running', async () => {
+    const old = await readyWarm();
+    const b = containerNamed(server().instance, 'demo~b');
+    await server().kill();
+    // Left behind by the SIGKILL: a graceful stop would have removed it.
+    expect(warmIds(server().instance).map(fullId)).toEqual([old]);
+    await boot();
+    const fresh = await readyWarm();
+    expect(fresh).not.toBe(old);
+    expect(execFileSync('docker', ['ps', '-aq', '--no-trunc'], { encoding: 'utf8' })).not.toContain(old);
+    expect(fs.readdirSync(path.join(home, 'pool'))).toHaveLength(1);
+    // The workspace that claimed a warm sandbox before the restart is reconciled as running, in its own container.
+    expect((await server().api<{ workspace: Workspace }>('GET', '/api/workspaces/demo~b')).body.workspace.state).toBe('running');
+    expect(containerNamed(server().instance, 'demo~b')).toBe(b);
+    expect((await server().api<{ slug: string }>('GET', '/w/demo~b/health')).body.slug).toBe('demo~b');
+    // The fresh one serves the next fork of its project (after a restart: the first registered project's).
+    const project = execFileSync('docker', ['inspect', '--format', '{{index .Config.Labels "grove.project"}}', fresh], { encoding: 'utf8' }).trim();
+    const r = await fork(project, 'd');
+    expect(r.status).toBe(201);
+    expect(containerNamed(server().instance, `${project}~d`)).toBe(fresh);
+  });
+});
+
+describe('GROVE_WARM_POOL=0', () => {
+  const offHome = makeHome('pool-off');
+  let off: RunningServer | undefined;
+  beforeAll(async () => {
+    off = await startServer({ home: offHome, env: { GROVE_WARM_POOL: '0', GROVE_MAX_RUNNING: String(CAP) } });
+    await waitRunning(off, 'demo');
+  });
+  afterAll(async () => {
+    await off?.stop().catch(() => undefined);
+    cleanup(offHome);
+  });
+
+  it('keeps no warm sandbox: forks start their own and capacity shows none', async () => {
+    if (!off) throw new Error('server not started');
+    const r = await off.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name: 'x' });
+    expect(r.status).toBe(201);
+    const started = (await off.api<{ events: GroveEvent[] }>('GET', '/api/events?slug=demo~x')).body.events.find((e) => e.type === 'sandbox.started');
+    expect(started?.data.warm).toBeUndefined();
+    expect((await off.api('DELETE', '/api/workspaces/demo~x')).status).toBe(200);
+    const cap = (await off.api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity;
+    expect(cap.warm).toBeUndefined();
+    expect(warmIds(off.instance)).toEqual([]);
+    expect(fs.existsSync(path.join(offHome, 'pool'))).toBe(false);
+  });
+});
