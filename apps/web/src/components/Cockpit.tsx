@@ -140,7 +140,7 @@ export function Cockpit() {
 
   const capacity = load.kind === 'ready' ? load.data.capacity : null;
   const subtitle = capacity
-    ? `${capacity.running} / ${capacity.cap} sandboxes running${isFull(capacity) ? ' (full)' : ''}`
+    ? `${capacity.running} / ${capacity.cap} sandboxes running${capacity.warm ? `, ${capacity.warm} warm` : ''}${isFull(capacity) ? ' (full)' : ''}`
     : 'Agents working side by side, each on its own branch';
 
   return (

@@ -198,6 +198,8 @@ function groupByProject(list: Workspace[]): Array<[string, Workspace[]]> {
 
 function Meter({ capacity }: { capacity: Capacity }) {
   const { running, creating, cap, queued } = capacity;
+  // Warm sandboxes wait for the next fork; they give way to any workspace, so they never make the meter full.
+  const warm = capacity.warm ?? 0;
   const full = isFull(capacity);
   const pct = (n: number) => `${Math.min(100, (n / cap) * 100)}%`;
   return (
@@ -205,6 +207,7 @@ function Meter({ capacity }: { capacity: Capacity }) {
       <div className="meter-bar" role="meter" aria-valuemin={0} aria-valuemax={cap} aria-valuenow={running + creating} aria-label="Sandboxes in use">
         <span className="meter-fill" style={{ width: pct(running) }} />
         <span className="meter-fill meter-fill-creating" style={{ width: pct(creating) }} />
+        {warm ? <span className="meter-fill meter-fill-warm" style={{ width: pct(Math.min(warm, Math.max(0, cap - running - creating))) }} /> : null}
       </div>
       <span className="meter-label">
         <strong>
@@ -212,6 +215,7 @@ function Meter({ capacity }: { capacity: Capacity }) {
         </strong>{' '}
         sandboxes running{creating ? `, ${creating} starting` : ''}
         {queued ? `, ${queued} waiting in line` : ''}
+        {warm ? `, ${warm} warm` : ''}
       </span>
     </div>
   );
