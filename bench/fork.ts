@@ -1,15 +1,17 @@
 // Benchmark: fork-to-ready and teardown through the real server, side by side with the floor (git worktree add + docker run + /health), interleaved in one run.
+// Beside them, warm forks: a second server with GROVE_WARM_POOL=1, each fork taking the warm sandbox (the pool is ready before each).
 // Each on every runtime of BENCH_RUNTIMES (default runc, and runsc when the engine has it), then side by side.
 // Run: npm run bench:fork -w @grove/bench (both tables) | npm run bench:teardown -w @grove/bench (teardown table only)   env BENCH_FORKS (default 20), BENCH_RUNTIMES
 import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import type { EventsResponse, GroveEvent, SandboxRuntime } from '@grove/contracts';
+import type { EventsResponse, GroveEvent, ListWorkspacesResponse, SandboxRuntime } from '@grove/contracts';
 import { TOKEN, cleanup, containerOf, startServer, waitRunning } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
 import { benchRuntimes, docker, fmt, getOverSocket, gitIn, machineNote, mkTemp, onCleanup, pct, pidsLimitFor, sh, table, until } from './lib.ts';
 
 const FORKS = Number(process.env.BENCH_FORKS ?? 20);
-const IMAGE = 'grove-sandbox:latest';
+// The servers' image (GROVE_IMAGE reaches them through the harness), so the floor runs what Grove runs.
+const IMAGE = process.env.GROVE_IMAGE ?? 'grove-sandbox:latest';
 const teardownOnly = process.argv.includes('--teardown');
 const RUN = `${process.pid}`;
 const FLOOR_LABEL = `grove.bench=fork-${RUN}`;
@@ -26,6 +28,20 @@ interface ForkSample {
   health: number;
   /** registered → /w/<slug>/health answered through the proxy (HTTP response + one proxied request). */
   tail: number;
+}
+
+/** Untimed: the warm server's pool has its warm sandbox ready again (the refill after the previous fork). */
+async function warmReady(s: RunningServer): Promise<void> {
+  await until('a ready warm sandbox', async () => ((await s.api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity.warm ?? 0) >= 1, 20, 60_000);
+}
+
+/** A fork on the warm server that must have claimed the warm sandbox (else it measured a cold start). */
+async function warmFork(s: RunningServer, name: string): Promise<ForkSample> {
+  await warmReady(s);
+  const sample = await groveFork(s, name);
+  const ev = (await s.api<EventsResponse>('GET', `/api/events?slug=${encodeURIComponent(`demo~${name}`)}`)).body.events;
+  if (!ev.some((e) => e.type === 'sandbox.started' && e.data.warm === true)) throw new Error(`warm fork ${name} did not claim the warm sandbox`);
+  return sample;
 }
 
 interface FloorSample {
@@ -137,14 +153,18 @@ function row(label: string, v: number[]): Array<string | number> {
   return [label, fmt(pct(v, 50)), fmt(pct(v, 95)), fmt(Math.min(...v)), fmt(Math.max(...v))];
 }
 
-interface Summary { runtime: SandboxRuntime; g50: number; g95: number; f50: number; f95: number; t50: number; t95: number; tf50: number }
+interface Summary { runtime: SandboxRuntime; g50: number; g95: number; w50: number; w95: number; f50: number; f95: number; t50: number; t95: number; tf50: number }
 
 async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
   const home = mkTemp(`fork-${runtime}`);
+  const warmHome = mkTemp(`fork-warm-${runtime}`);
   let server: RunningServer | undefined;
+  let warmServer: RunningServer | undefined;
   const floors: Floor[] = [];
   const cleanupAll = onCleanup(async () => {
     await server?.stop().catch(() => undefined);
+    await warmServer?.stop().catch(() => undefined);
+    cleanup(warmHome);
     const ids = (await docker('ps', '-aq', '--filter', `label=${FLOOR_LABEL}`)).split('\n').filter(Boolean);
     if (ids.length) await docker('rm', '-f', ...ids);
     cleanup(home);
@@ -153,23 +173,28 @@ async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
     console.log(`\n=== runtime ${runtime}\nfork-to-ready: ${FORKS} forks, interleaved with the floor; ${machineNote()}`);
     server = await startServer({ home, env: { GROVE_MAX_RUNNING: String(FORKS + 2), GROVE_DEMO: 'true', LOG_LEVEL: 'info', GROVE_RUNTIME: runtime } });
     await waitRunning(server, 'demo');
+    warmServer = await startServer({ home: warmHome, env: { GROVE_MAX_RUNNING: String(FORKS + 3), GROVE_DEMO: 'true', LOG_LEVEL: 'info', GROVE_RUNTIME: runtime, GROVE_WARM_POOL: '1' } });
+    await waitRunning(warmServer, 'demo');
     const base = (await gitIn(path.join(home, 'repos/demo'), 'rev-parse', 'main')).trim();
     // One untimed round each, so the first timed fork does not pay for cold caches (image layers, git pack).
     await groveFork(server, 'warm');
+    await warmFork(warmServer, 'warm');
     floors.push((await floorFork(home, 'floor-warm', base, runtime)).floor);
 
     const grove: ForkSample[] = [];
+    const warm: ForkSample[] = [];
     const floor: FloorSample[] = [];
     for (let i = 0; i < FORKS; i++) {
-      // Alternate which goes first so neither always runs on the other's leftovers.
+      // Rotate which goes first so none always runs on the others' leftovers.
       const g = async () => grove.push(await groveFork(server!, `f${i}`));
+      const w = async () => warm.push(await warmFork(warmServer!, `f${i}`));
       const f = async () => {
         const r = await floorFork(home, `floor-f${i}`, base, runtime);
         floor.push(r.sample);
         floors.push(r.floor);
       };
-      if (i % 2 === 0) await g().then(f);
-      else await f().then(g);
+      const order = [[g, w, f], [f, g, w], [w, f, g]][i % 3] ?? [g, w, f];
+      for (const step of order) await step();
     }
 
     const tdGrove: Array<{ del: number; gone: number }> = [];
@@ -188,6 +213,8 @@ async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
     const f50 = pct(floor.map((x) => x.total), 50);
     const g95 = pct(grove.map((x) => x.total), 95);
     const f95 = pct(floor.map((x) => x.total), 95);
+    const w50 = pct(warm.map((x) => x.total), 50);
+    const w95 = pct(warm.map((x) => x.total), 95);
     if (!teardownOnly) {
       console.log(`\nfork-to-ready, ms (${FORKS} forks each; Grove: POST /api/workspaces → GET /w/<slug>/health = 200 through the proxy)\n`);
       table(['phase', 'p50', 'p95', 'min', 'max'], [
@@ -197,11 +224,18 @@ async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
         row('  prepared → sandbox.started', grove.map((x) => x.container)),
         row('  sandbox.started → registered (health)', grove.map((x) => x.health)),
         row('  registered → proxied /health', grove.map((x) => x.tail)),
+        row('Grove warm total (GROVE_WARM_POOL=1)', warm.map((x) => x.total)),
+        row('  POST → reserved', warm.map((x) => x.pre)),
+        row('  reserved → prepared (worktree into the warm dirs)', warm.map((x) => x.worktree)),
+        row('  prepared → sandbox.started (claim: rename)', warm.map((x) => x.container)),
+        row('  sandbox.started → registered (claim + health)', warm.map((x) => x.health)),
+        row('  registered → proxied /health', warm.map((x) => x.tail)),
         row('floor total', floor.map((x) => x.total)),
         row('  git worktree add + chown + dirs', floor.map((x) => x.worktree)),
         row('  docker run -d (CLI)', floor.map((x) => x.container)),
         row('  → /health on the socket (10 ms poll)', floor.map((x) => x.health)),
       ]);
+      console.log(`\nsummary (${runtime}): warm fork-to-ready p50 ${fmt(w50)} ms / p95 ${fmt(w95)} ms (goal p50 < 300 ms), ${fmt(w50 / f50, 2)}x the floor`);
       console.log(`\nsummary (${runtime}): Grove fork-to-ready p50 ${fmt(g50)} ms / p95 ${fmt(g95)} ms vs floor p50 ${fmt(f50)} ms / p95 ${fmt(f95)} ms: ratio ${fmt(g50 / f50, 2)}x at p50, ${fmt(g95 / f95, 2)}x at p95 (goal ≤ 1.3x, p50 < 1500 ms)`);
     }
 
@@ -214,7 +248,7 @@ async function benchRuntime(runtime: SandboxRuntime): Promise<Summary> {
     const t50 = pct(tdGrove.map((x) => x.gone), 50);
     console.log(`\nsummary (${runtime}): teardown p50 ${fmt(t50)} ms / p95 ${fmt(pct(tdGrove.map((x) => x.gone), 95))} ms vs floor p50 ${fmt(pct(tdFloor, 50))} ms (${fmt(t50 / pct(tdFloor, 50), 2)}x)`);
     console.log(`after: ${machineNote()}`);
-    return { runtime, g50, g95, f50, f95, t50, t95: pct(tdGrove.map((x) => x.gone), 95), tf50: pct(tdFloor, 50) };
+    return { runtime, g50, g95, w50, w95, f50, f95, t50, t95: pct(tdGrove.map((x) => x.gone), 95), tf50: pct(tdFloor, 50) };
   } finally {
     await cleanupAll();
   }
@@ -227,7 +261,7 @@ async function main(): Promise<void> {
   for (const runtime of runtimes) all.push(await benchRuntime(runtime));
   console.log(`\nby runtime, ms (${FORKS} forks each)\n`);
   if (!teardownOnly) {
-    table(['runtime', 'fork p50', 'fork p95', 'floor p50', 'floor p95', 'ratio p50', 'goal'], all.map((x) => [x.runtime, fmt(x.g50), fmt(x.g95), fmt(x.f50), fmt(x.f95), `${fmt(x.g50 / x.f50, 2)}x`, '≤ 1.3x floor, p50 < 1500 ms']));
+    table(['runtime', 'fork p50', 'fork p95', 'warm p50', 'warm p95', 'floor p50', 'floor p95', 'ratio p50', 'goal'], all.map((x) => [x.runtime, fmt(x.g50), fmt(x.g95), fmt(x.w50), fmt(x.w95), fmt(x.f50), fmt(x.f95), `${fmt(x.g50 / x.f50, 2)}x`, '≤ 1.3x floor, p50 < 1500 ms; warm p50 < 300 ms']));
     console.log('');
   }
   table(['runtime', 'teardown p50', 'teardown p95', 'floor p50', 'ratio p50'], all.map((x) => [x.runtime, fmt(x.t50), fmt(x.t95), fmt(x.tf50), `${fmt(x.t50 / x.tf50, 2)}x`]));
