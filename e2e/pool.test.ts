@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Capacity, GroveEvent, ListWorkspacesResponse, Workspace } from '@grove/contracts';
-import { cleanup, dockerExec, makeHome, startServer, waitFor, waitRunning } from './harness.ts';
+import { listCommand } from '../packages/sandbox/src/test-support.ts';
+import { TEST_RUNTIME, cleanup, dockerExec, makeHome, startServer, waitFor, waitRunning } from './harness.ts';
 import type { RunningServer } from './harness.ts';
 
 const CAP = 4;
@@ -97,12 +98,16 @@ describe('warm pool', () => {
     }
     expect(w.Config.Labels['grove.slug']).toBeUndefined();
     // Its claim socket is the backend's alone: the agent's user can neither list /run/grove nor connect there.
-    expect(dockerExec(warm, ['ls', '/run/grove']).code).not.toBe(0);
+    const listRun = dockerExec(warm, ['sh', '-c', listCommand('/run/grove', TEST_RUNTIME)]);
+    expect(listRun.code).not.toBe(0);
+    expect(listRun.out).toMatch(/permission denied/i);
     const connect = dockerExec(warm, ['node', '-e', "require('net').connect('/run/grove/backend.sock').on('connect',()=>process.exit(0)).on('error',(e)=>{console.log(e.code);process.exit(3)})"]);
     expect(connect.code).toBe(3);
     expect(connect.out).toContain('EACCES');
     // Nothing of a workspace is there before a claim: an empty worktree, no thread.
-    expect(dockerExec(warm, ['ls', '-A', '/workspace']).out.trim()).toBe('');
+    const listed = dockerExec(warm, ['sh', '-c', listCommand('/workspace', TEST_RUNTIME)]);
+    expect(listed.code).toBe(0);
+    expect(listed.out.trim()).toBe('');
 
     const r = await fork('demo', 'a');
     expect(r.status).toBe(201);
