@@ -197,6 +197,24 @@ describe('warm pool', () => {
     expect(r.status).toBe(201);
     expect(containerNamed(server().instance, `${project}~d`)).toBe(fresh);
   });
+  it('starts cold on the same dirs when the claim fails, and removes the warm sandbox', async () => {
+    const warm = await readyWarm();
+    const project = execFileSync('docker', ['inspect', '--format', '{{index .Config.Labels "grove.project"}}', warm], { encoding: 'utf8' }).trim();
+    // Dead behind the pool's back: the fork takes it, its claim fails, and the fork must still succeed.
+    execFileSync('docker', ['kill', warm], { stdio: 'ignore' });
+    const r = await fork(project, 'e');
+    expect(r.status).toBe(201);
+    expect(r.body.workspace.state).toBe('running');
+    const slug = `${project}~e`;
+    const id = containerNamed(server().instance, slug);
+    expect(id).not.toBeNull();
+    expect(id).not.toBe(warm);
+    expect(execFileSync('docker', ['ps', '-aq', '--no-trunc'], { encoding: 'utf8' })).not.toContain(warm);
+    const started = (await events(slug)).find((e) => e.type === 'sandbox.started');
+    expect(started?.data.warm).toBeUndefined();
+    expect((await server().api<{ slug: string }>('GET', `/w/${slug}/health`)).body.slug).toBe(slug);
+    expect((await server().api('DELETE', `/api/workspaces/${slug}`)).status).toBe(200);
+  });
 });
 
 describe('GROVE_WARM_POOL=0', () => {
