@@ -290,7 +290,7 @@ export async function createGrove(opts: GroveOptions): Promise<Grove> {
   const disks = new DiskWatch(ctx, ctx.volumes);
   const pool = new WarmPool(ctx, opts.warmPool ?? 0);
   if ((opts.warmPool ?? 0) > 0 && !pool.enabled) {
-    opts.logger.warn({ warmPool: opts.warmPool, diskQuota: ctx.volumes !== null, runtime: ctx.runtime.name }, 'no warm sandboxes: not with per-workspace disk images yet, nor on a runtime without them');
+    opts.logger.warn({ warmPool: opts.warmPool, runtime: ctx.runtime.name }, 'no warm sandboxes: this runtime keeps none, so every fork starts its own');
   }
   const lifecycle = new Lifecycle(ctx, { flow, disks, pool });
   const scheduler = new Scheduler(ctx, lifecycle, flow);
