@@ -218,15 +218,17 @@ describe('warm pool', () => {
 });
 
 describe('GROVE_WARM_POOL=0', () => {
-  const offHome = makeHome('pool-off');
+  // Made when the block runs, so a filtered run (-t) leaves no empty home behind.
+  let offHome = '';
   let off: RunningServer | undefined;
   beforeAll(async () => {
+    offHome = makeHome('pool-off');
     off = await startServer({ home: offHome, env: { GROVE_WARM_POOL: '0', GROVE_MAX_RUNNING: String(CAP) } });
     await waitRunning(off, 'demo');
   });
   afterAll(async () => {
     await off?.stop().catch(() => undefined);
-    cleanup(offHome);
+    if (offHome) cleanup(offHome);
   });
 
   it('keeps no warm sandbox: forks start their own and capacity shows none', async () => {
