@@ -7,7 +7,7 @@ import os from 'node:os';
 import type { SandboxRuntime } from '@grove/contracts';
 import { TOKEN, cleanup, startServer, waitRunning } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
-import { SANDBOX_MEMORY_BYTES, defaultMaxRunning } from '../apps/server/src/env.ts';
+import { WORKSPACES_PER_CORE, WORKSPACE_MEMORY_BUDGET_BYTES, defaultMaxRunning } from '../apps/server/src/env.ts';
 import { startFakeAnthropic } from '../packages/egress/src/test-support/fake-anthropic.ts';
 import type { FakeAnthropic } from '../packages/egress/src/test-support/fake-anthropic.ts';
 import { MiB, benchRuntimes, docker, fmt, machineNote, mkTemp, onCleanup, pct, reconcileLog, rssOf, sleep, table, until } from './lib.ts';
@@ -198,14 +198,14 @@ async function benchRuntime(runtime: SandboxRuntime, agent: Agent): Promise<Summ
     const peakPer = mean(busy.perContainer.map((m) => m.peak)) + (busy.serverRss - one.serverRss) / Math.max(1, n - 1);
     const byPeak = Math.floor((os.totalmem() * 0.5) / peakPer);
     const cap = defaultMaxRunning();
-    const byLimit = Math.floor((os.totalmem() * 0.5) / SANDBOX_MEMORY_BYTES);
+    const byBudget = Math.floor((os.totalmem() * 0.5) / WORKSPACE_MEMORY_BUDGET_BYTES);
     const byIdle = Math.floor((os.totalmem() * 0.5) / idlePer);
     console.log(
       `\nper workspace: idle ${fmt(idlePer / MiB, 1)} MiB, in a turn ${fmt(busyPer / MiB, 1)} MiB (container as docker stats counts it + server RSS growth ${fmt(serverPer / MiB, 1)} MiB/workspace); ` +
         `idle CPU mean ${fmt(mean(idle.cpuPct), 2)}% per container, in a turn ${fmt(mean(busy.cpuPct), 2)}%`,
     );
     console.log(
-      `default cap here: ${cap} (half of ${fmt(os.totalmem() / 2 ** 30, 1)} GiB / ${SANDBOX_MEMORY_BYTES / MiB} MiB limit = ${byLimit}, clamped to 8); ` +
+      `default cap here: ${cap} (the smaller of half of ${fmt(os.totalmem() / 2 ** 30, 1)} GiB / ${WORKSPACE_MEMORY_BUDGET_BYTES / MiB} MiB budget = ${byBudget} and ${WORKSPACES_PER_CORE} per core = ${os.availableParallelism() * WORKSPACES_PER_CORE}); ` +
         `half of memory at the measured idle footprint would hold ${byIdle}`,
     );
     console.log(`\nrestart with ${n} running containers: server spawn → listening ${fmt(restartMs)} ms, reconcile ${rec ? `${rec.ms} ms (${rec.containers} containers)` : '-'}, ${stillRunning} still running after; teardown of all ${n} one by one ${fmt(teardownAll)} ms`);

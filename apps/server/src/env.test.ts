@@ -1,6 +1,6 @@
 // The server's env.ts: GROVE_IDLE_STOP's duration forms and ways off, the preview listener's settings, GROVE_RUNTIME.
 import { describe, expect, it } from 'vitest';
-import { loadEnv } from './env.ts';
+import { defaultMaxRunning, loadEnv } from './env.ts';
 
 const idle = (v?: string) => loadEnv({ GROVE_HOME: '/tmp/grove-env-test', ...(v === undefined ? {} : { GROVE_IDLE_STOP: v }) }).GROVE_IDLE_STOP;
 
@@ -126,5 +126,18 @@ describe('GROVE_RUNTIME', () => {
   it('refuses any other runtime, naming the variable', () => {
     expect(() => runtime('kata')).toThrow(/GROVE_RUNTIME/);
     expect(() => runtime('')).toThrow(/GROVE_RUNTIME/);
+  });
+});
+
+describe('the default cap (GROVE_MAX_RUNNING unset)', () => {
+  const GiB = 1024 ** 3;
+  it('is the smaller of half the memory at 256 MiB a workspace and 4 per core', () => {
+    expect(defaultMaxRunning(24 * GiB, 2)).toBe(8); // this project's machine: CPU-bound
+    expect(defaultMaxRunning(4 * GiB, 8)).toBe(8); // memory-bound: 2 GiB / 256 MiB
+    expect(defaultMaxRunning(64 * GiB, 16)).toBe(64);
+  });
+  it('is at least 1 and at most the largest cap the setting accepts', () => {
+    expect(defaultMaxRunning(256 * 1024 ** 2, 1)).toBe(1);
+    expect(defaultMaxRunning(4096 * GiB, 256)).toBe(256);
   });
 });

@@ -5,11 +5,19 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { gitSshCommandSchema, sandboxRuntimeSchema } from '@grove/contracts';
 
-/** Per-sandbox memory limit; the default cap is what half the host's memory allows at that limit, at most 8. */
-export const SANDBOX_MEMORY_BYTES = 512 * 1024 * 1024;
+/**
+ * What one running workspace is budgeted in memory for the default cap. The real agent (Claude Code) in a turn peaked
+ * at 136 MiB under runc and 152 MiB under runsc (cgroup high-water mark, 20 workspaces, docs/benchmarks.md); this is
+ * that rounded up to leave room for what its tools start. The sandbox's hard limit stays 512 MiB.
+ */
+export const WORKSPACE_MEMORY_BUDGET_BYTES = 256 * 1024 * 1024;
+/** Running workspaces per core for the default cap: a turn's agent used 3-8% of a core, its tools (a build, tests) far more. */
+export const WORKSPACES_PER_CORE = 4;
 
-export function defaultMaxRunning(totalMemBytes = os.totalmem()): number {
-  return Math.max(1, Math.min(8, Math.floor((totalMemBytes * 0.5) / SANDBOX_MEMORY_BYTES)));
+/** The default cap: what half the host's memory holds at the budget, and at most WORKSPACES_PER_CORE per core. */
+export function defaultMaxRunning(totalMemBytes = os.totalmem(), cores = os.availableParallelism()): number {
+  const byMemory = Math.floor((totalMemBytes * 0.5) / WORKSPACE_MEMORY_BUDGET_BYTES);
+  return Math.max(1, Math.min(byMemory, cores * WORKSPACES_PER_CORE, 256));
 }
 
 const bool = z
