@@ -135,6 +135,10 @@ describe('lifecycle with the Docker driver', () => {
     // A message lands in the thread, which must survive stop/start.
     const posted = await http(socket, { method: 'POST', path: '/messages', body: { text: 'remember me' } });
     expect(posted.status).toBeLessThan(300);
+    // The scripted agent's reply ends its turn, which core records; stop after that so the events' order is fixed.
+    await expect
+      .poll(async () => (await grove.events({ slug: 'demo~life', limit: 100 })).some((e) => e.type === 'turn.ended'), { timeout: 30_000 })
+      .toBe(true);
 
     const stopped = await grove.stop('demo~life');
     expect(stopped.state).toBe('stopped');
@@ -162,6 +166,7 @@ describe('lifecycle with the Docker driver', () => {
       'workspace.prepared',
       'sandbox.started',
       'workspace.registered',
+      'turn.ended',
       'workspace.stopped',
       'workspace.reserved',
       'sandbox.started',
