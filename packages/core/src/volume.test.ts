@@ -88,6 +88,8 @@ describe.skipIf(skip !== null)('volume (real loop devices)', () => {
     expect((u1?.usedInodes ?? 0) - (u0?.usedInodes ?? 0)).toBe(21);
     expect(() => writeFileSync(join(targets.worktree, 'huge'), Buffer.alloc(QUOTA.bytes, 1))).toThrow(/ENOSPC/);
     // Deleting gives the host its disk back (mounted with discard: the sparse image's blocks are punched out).
+    // sync first: until the loop device's page cache is written back, the image has not grown yet.
+    execFileSync('sync');
     const full = statSync(vols.image(SLUG)).blocks * 512;
     expect(full).toBeGreaterThan(QUOTA.bytes * 0.8);
     rmSync(join(targets.worktree, 'huge'));
