@@ -1,62 +1,34 @@
 // The turn.ended event through createGrove: the real host.sock hook, real git, a real SQLite file, an in-memory
 // sandbox driver. The backend's report (contracts' turnEndedRequestSchema) becomes one registry event per turn.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { TURN_ERROR_SHORT_MAX, shortTurnError, turnEndedDataSchema } from '@grove/contracts';
-import { createTestGrove } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
-import { FakeDriver } from './test-support/fake-driver.ts';
-import { makeSourceRepo } from './test-support/repo.ts';
+import { useGroveFixture } from './test-support/grove-fixture.ts';
+import { postTurnEnded as report } from './test-support/host-sock.ts';
 
-let tmp: string;
-let driver: FakeDriver;
-let grove: Grove | undefined;
-
-beforeEach(() => {
-  tmp = mkdtempSync(join(tmpdir(), 'grove-turn-ended-'));
-  driver = new FakeDriver();
+const fx = useGroveFixture({
+  tmpPrefix: 'grove-turn-ended-',
+  logLevel: process.env.GROVE_TEST_LOG,
+  defaults: { maxRunning: 3, gitLockTimeoutMs: 5_000 },
 });
-afterEach(async () => {
-  await grove?.close();
-  await driver.closeAll();
-  rmSync(tmp, { recursive: true, force: true });
-});
-
-/** What the sandbox's backend sends when a turn is over. */
-function report(home: string, slug: string, body: unknown): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(JSON.stringify(body));
-  });
-}
-
-async function setup(): Promise<{ home: string; slug: string; worktree: string }> {
-  const home = join(tmp, 'home');
-  grove = await createTestGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
-  await grove.addProject({ name: 'demo', source: makeSourceRepo(join(tmp, 'src')), createDefault: false });
+async function setup(): Promise<{ grove: Grove; home: string; slug: string; worktree: string }> {
+  const grove = await fx.withProject();
   const { slug } = await grove.fork({ project: 'demo', name: 'w' });
-  return { home, slug, worktree: join(home, 'worktrees', 'demo', 'w') };
+  return { grove, home: fx.home, slug, worktree: join(fx.home, 'worktrees', 'demo', 'w') };
 }
 
-async function ended(slug: string) {
-  const events = await (grove as Grove).events({ slug, type: 'turn.ended' });
+async function ended(grove: Grove, slug: string) {
+  const events = await grove.events({ slug, type: 'turn.ended' });
   return events.map((e) => turnEndedDataSchema.parse(e.data));
 }
 
 describe('turn.ended', () => {
   it('records each outcome, the failed turn’s short error and whether the agent waits, after the snapshot', async () => {
-    const { home, slug, worktree } = await setup();
+    const { grove, home, slug, worktree } = await setup();
     const seen: string[] = [];
-    const off = (grove as Grove).onEvent((e) => {
+    const off = grove.onEvent((e) => {
       if (e.slug === slug && e.type.startsWith('turn.')) seen.push(e.type);
     });
 
@@ -69,7 +41,7 @@ describe('turn.ended', () => {
     expect((await report(home, slug, { turn: 'turn-4', status: 'failed', error: longLine })).status).toBe(200);
     off();
 
-    expect(await ended(slug)).toEqual([
+    expect(await ended(grove, slug)).toEqual([
       { turn: 'turn-1', outcome: 'completed', error: null, waitingForUser: true, shutdown: false },
       { turn: 'turn-2', outcome: 'failed', error: 'Scripted failure, as requested.', waitingForUser: false, shutdown: false },
       { turn: 'turn-3', outcome: 'cancelled', error: null, waitingForUser: false, shutdown: false },
@@ -80,7 +52,7 @@ describe('turn.ended', () => {
   });
 
   it('fills in what an older backend does not send, and records a turn cut by a stop without after-turn work', async () => {
-    const { home, slug, worktree } = await setup();
+    const { grove, home, slug, worktree } = await setup();
     // An older image reports only turn and status: a completed turn then means the agent waits.
     expect((await report(home, slug, { turn: 'turn-1', status: 'completed' })).status).toBe(200);
     expect((await report(home, slug, { turn: 'turn-2', status: 'failed' })).status).toBe(200);
@@ -89,17 +61,17 @@ describe('turn.ended', () => {
     expect(cut.status).toBe(200);
     expect(JSON.parse(cut.text)).toEqual({ events: [] });
 
-    expect(await ended(slug)).toEqual([
+    expect(await ended(grove, slug)).toEqual([
       { turn: 'turn-1', outcome: 'completed', error: null, waitingForUser: true, shutdown: false },
       { turn: 'turn-2', outcome: 'failed', error: null, waitingForUser: false, shutdown: false },
       { turn: 'turn-3', outcome: 'cancelled', error: null, waitingForUser: false, shutdown: true },
     ]);
     // No snapshot for the cut turn: the stop does not wait for one.
-    expect((await (grove as Grove).events({ slug, type: 'turn.snapshot' })).length).toBe(0);
+    expect((await grove.events({ slug, type: 'turn.snapshot' })).length).toBe(0);
   });
 
   it('refuses a report that does not match the contract, and records nothing for it', async () => {
-    const { home, slug } = await setup();
+    const { grove, home, slug } = await setup();
     for (const body of [
       { turn: 'turn-1', status: 'done' },
       { turn: 'turn-1', status: 'failed', error: 'e'.repeat(5000) },
@@ -112,7 +84,7 @@ describe('turn.ended', () => {
     const odd = await report(home, slug, { turn: '../x', status: 'completed' });
     expect(odd.status).toBe(500);
     expect(JSON.parse(odd.text)).toMatchObject({ code: 'invalid_input' });
-    expect(await ended(slug)).toEqual([]);
+    expect(await ended(grove, slug)).toEqual([]);
   });
 });
 

@@ -1,48 +1,27 @@
 // GET /turns and /turns/:n/diff through createGrove: the real after-turn hook on host.sock, real git, a real
 // SQLite file (the revert events), an in-memory sandbox driver; read back after the workspace stopped.
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestGrove } from './test-support/test-grove.ts';
-import type { Grove } from './index.ts';
-import { FakeDriver } from './test-support/fake-driver.ts';
-import { makeSourceRepo } from './test-support/repo.ts';
+import { describe, expect, it } from 'vitest';
+import { useGroveFixture } from './test-support/grove-fixture.ts';
+import { postTurnEnded } from './test-support/host-sock.ts';
 
-let tmp: string;
-let driver: FakeDriver;
-let grove: Grove | undefined;
-
-beforeEach(() => {
-  tmp = mkdtempSync(join(tmpdir(), 'grove-turns-api-'));
-  driver = new FakeDriver();
-});
-afterEach(async () => {
-  await grove?.close();
-  await driver.closeAll();
-  rmSync(tmp, { recursive: true, force: true });
+const fx = useGroveFixture({
+  tmpPrefix: 'grove-turns-api-',
+  logLevel: process.env.GROVE_TEST_LOG,
+  defaults: { maxRunning: 3, gitLockTimeoutMs: 5_000 },
 });
 
 /** What the sandbox's backend does when a turn's agent is done. */
-function turnEnded(home: string, slug: string, turn: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(JSON.stringify({ turn, status: 'completed' }));
-  });
+function turnEnded(home: string, slug: string, turn: string) {
+  return postTurnEnded(home, slug, { turn, status: 'completed' });
 }
 
 describe('turns through the registry', () => {
   it('lists files and reverted paths of this workspace and answers diffs while it is stopped', async () => {
-    const home = join(tmp, 'home');
-    grove = await createTestGrove({ home, driver, image: 'grove-sandbox:test', maxRunning: 3, logger: pino({ level: 'silent' }), healthTimeoutMs: 1_500, gitLockTimeoutMs: 5_000 });
-    await grove.addProject({ name: 'demo', source: makeSourceRepo(join(tmp, 'src')), createDefault: false, config: { allowedPaths: ['notes/**', 'app.txt'] } });
+    const { home, driver } = fx;
+    const grove = await fx.open();
+    await grove.addProject({ name: 'demo', source: fx.source, createDefault: false, config: { allowedPaths: ['notes/**', 'app.txt'] } });
     const { slug } = await grove.fork({ project: 'demo', name: 'w' });
     const worktree = join(home, 'worktrees', 'demo', 'w');
 
