@@ -2,52 +2,23 @@
 // a real sandbox, a project cloned from a file:// bare repository and the test Gitea on loopback (docs/git-flow.md).
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { WEB_DIR, assertWebReady, launchBrowser, signedIn } from './browser.ts';
-import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitFor, type RunningServer } from './harness.ts';
+import { containerOf, dockerExec, git, waitFor } from './harness.ts';
+import { useForgeWeb } from './support/forge.ts';
 
-const FORGE_TOKEN = 'e2e-web-forge-token-5d2b9e71';
-const home = makeHome('web-git');
-const upstream = path.join(home, 'upstream.git');
-let s: RunningServer;
-let forge: TestForge;
-let browser: Browser;
+// No forge in the project's config at first: the first test shows the refusal, then names it.
+const web = useForgeWeb('web-git', { token: 'e2e-web-forge-token-5d2b9e71', configureForge: false });
 
 const pane = (page: Page, name: string) => page.getByRole('region', { name: `Workspace ${name}` });
 const changes = (page: Page, name: string) => pane(page, name).getByRole('region', { name: 'Changes', exact: true });
 const card = (page: Page, name: string) => page.locator('.card', { has: page.getByRole('link', { name, exact: true }) });
 
-beforeAll(async () => {
-  assertWebReady();
-  const src = path.join(home, 'src');
-  fs.mkdirSync(src, { recursive: true });
-  git(src, 'init', '-q', '-b', 'main');
-  fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
-  git(src, 'add', '.');
-  git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
-  git(home, 'clone', '-q', '--bare', src, upstream);
-  forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
-  s = await startServer({ home: path.join(home, 'grove'), env: { GROVE_DEMO: '0', GROVE_WEB_DIR: WEB_DIR, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_MAX_RUNNING: '2' } });
-  expect((await s.api('POST', '/api/projects', { name: 'app', source: `file://${upstream}` })).status).toBe(201);
-  const fork = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'app', name: 'feat' });
-  expect(fork.status, JSON.stringify(fork.body)).toBe(201);
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  await forge?.close();
-  cleanup(path.join(home, 'grove'));
-  fs.rmSync(home, { recursive: true, force: true });
-});
-
 describe('the Changes panel', () => {
   it('shows a file written in the sandbox with its diff; Checkpoint saves it; Publish explains a missing forge, then opens the PR shown on the card', async () => {
-    const page = await signedIn(browser, s.base);
+    const { s, forge } = web;
+    const page = await web.signedIn();
     await page.goto(`${s.base}/p/app/w/feat`);
     const panel = changes(page, 'feat');
     await panel.getByText('No changes').waitFor();
@@ -112,7 +83,7 @@ describe('the Changes panel', () => {
     await page.context().close();
 
     // 390 px: the panel's buttons are reachable and the bar fits without horizontal scrolling.
-    const phone = await signedIn(browser, s.base, 390);
+    const phone = await web.signedIn(390);
     await phone.goto(`${s.base}/p/app/w/feat`);
     const small = changes(phone, 'feat');
     await small.getByText('everything checkpointed').waitFor();
@@ -128,10 +99,11 @@ describe('the Changes panel', () => {
 });
 
 describe('forking from a pull request, and keeping the checkout', () => {
-  const get = async (slug: string) => (await s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${slug}`)).body.workspace;
+  const get = async (slug: string) => (await web.s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${slug}`)).body.workspace;
 
   it('a pull request the remote does not have: the fork starts at main and the dialog, card and tab say why; keep-checkout set in the dialog, then changed on the card', async () => {
-    const page = await signedIn(browser, s.base);
+    const { s, upstream } = web;
+    const page = await web.signedIn();
     await page.goto(`${s.base}/workspaces`);
     await page.getByRole('button', { name: 'New workspace' }).first().click();
     const dialog = page.getByRole('dialog', { name: 'New workspace' });

@@ -4,55 +4,27 @@
 // with what the cleanup did (docs/git-flow.md, Dashboard). Screenshot workbench-review at 1280 px.
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
-import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitFor, type RunningServer } from './harness.ts';
+import { containerOf, dockerExec, git, waitFor } from './harness.ts';
+import { useForgeWeb } from './support/forge.ts';
 
-const FORGE_TOKEN = 'e2e-web-review-token-8c41d0aa';
-const home = makeHome('web-review');
-const shot = screenshotter(home);
-const upstream = path.join(home, 'upstream.git');
-let s: RunningServer;
-let forge: TestForge;
-let browser: Browser;
+const web = useForgeWeb('web-review', {
+  token: 'e2e-web-review-token-8c41d0aa',
+  files: { 'README.md': '# app\n', 'old.txt': 'to be removed\n' },
+  // The watcher runs every second: once the pull request is merged it cleans up by itself.
+  env: { GROVE_WATCH_INTERVAL_MS: '1000' },
+  configureForge: true,
+});
 
 const pane = (page: Page) => page.getByRole('region', { name: 'Workspace feat' });
 const review = (page: Page) => pane(page).getByRole('region', { name: 'Review', exact: true });
 
-beforeAll(async () => {
-  assertWebReady();
-  const src = path.join(home, 'src');
-  fs.mkdirSync(src, { recursive: true });
-  git(src, 'init', '-q', '-b', 'main');
-  fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
-  fs.writeFileSync(path.join(src, 'old.txt'), 'to be removed\n');
-  git(src, 'add', '.');
-  git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
-  git(home, 'clone', '-q', '--bare', src, upstream);
-  forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
-  // The watcher runs every second: once the pull request is merged it cleans up by itself.
-  s = await startServer({ home: path.join(home, 'grove'), env: { GROVE_DEMO: '0', GROVE_WEB_DIR: WEB_DIR, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_MAX_RUNNING: '2', GROVE_WATCH_INTERVAL_MS: '1000' } });
-  expect((await s.api('POST', '/api/projects', { name: 'app', source: `file://${upstream}` })).status).toBe(201);
-  expect((await s.api('PUT', '/api/projects/app/config', { forge: { kind: 'gitea', baseUrl: forge.baseUrl, owner: 'team', repo: 'app' } })).status).toBe(200);
-  const fork = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'app', name: 'feat' });
-  expect(fork.status, JSON.stringify(fork.body)).toBe(201);
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  await forge?.close();
-  cleanup(path.join(home, 'grove'));
-  fs.rmSync(home, { recursive: true, force: true });
-});
-
 describe('the Review view', () => {
   it('shows every change with a file list, publishes, shows the checks after Refresh, then the merge and its cleanup', async () => {
-    const page = await signedIn(browser, s.base, 1280);
+    const { s, forge, upstream } = web;
+    const page = await web.signedIn(1280);
     await page.goto(`${s.base}/p/app/w/feat`);
 
     // Two files written by the agent, one per turn (each checkpointed after it), then work not checkpointed: a deletion.
@@ -113,7 +85,7 @@ describe('the Review view', () => {
     await view.getByRole('button', { name: 'Refresh the review' }).click();
     await prBox.getByText('Checks: passing (2 passed)').waitFor();
     expect(await checks.getByRole('link', { name: 'ci/test' }).getAttribute('href')).toBe('https://ci.example/runs/8');
-    await shot(page, 'workbench-review');
+    await web.shot(page, 'workbench-review');
 
     // A forge that fails: the view says so in words and keeps the stored pull request; the next Refresh recovers.
     forge.failWith = 503;
