@@ -8,6 +8,7 @@ import { api, isApiError, messageOf } from '../lib/api.ts';
 import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import type { ThreadItem } from '../lib/thread-state.ts';
 import { ErrorText, Spinner } from './ui.tsx';
+import { DiffLines, FileStatus, LineCounts } from './FileDiff.tsx';
 import { OpenFileButton } from './OpenFileButton.tsx';
 import './diff.css';
 import './TurnChanges.css';
@@ -90,17 +91,9 @@ export function TurnChanges({ slug, item, summary, onUndone }: TurnChangesProps)
             {files.map((f) => (
               <li key={f.path} className="changes-file-row">
                 <button type="button" className="changes-file" aria-expanded={shown === f.path} aria-controls={diffId} onClick={() => toggle(f.path)}>
-                  {f.status ? <span className={`file-status file-${f.status}`}>{STATUS_LABEL[f.status]}</span> : null}
+                  {f.status ? <FileStatus label={STATUS_LABEL[f.status]} /> : null}
                   <span className="file-path">{f.path}</span>
-                  {f.status ? (
-                    f.added === null || f.removed === null ? (
-                      <span className="file-counts">not text</span>
-                    ) : (
-                      <span className="file-counts" aria-label={`${plural(f.added ?? 0, 'line', 'lines')} added, ${f.removed ?? 0} removed`}>
-                        <span className="count-add">+{f.added}</span> <span className="count-del">−{f.removed}</span>
-                      </span>
-                    )
-                  ) : null}
+                  {f.status ? <LineCounts added={f.added ?? null} removed={f.removed ?? null} /> : null}
                 </button>
                 {f.status === 'deleted' ? null : <OpenFileButton path={f.path} />}
               </li>
@@ -166,18 +159,7 @@ function DiffView({ id, diff, which, onRetry }: { id: string; diff: DiffState; w
       {files.map((f) => (
         <section key={f.path} className="diff-file">
           <h4 className="diff-path">{f.path}</h4>
-          {f.binary ? (
-            <p className="diff-status">This file is not text; its content is not shown.</p>
-          ) : (
-            <pre className="diff-lines">
-              {f.lines.map((l, i) => (
-                <span key={i} className={`diff-line diff-${l.kind}`}>
-                  {l.text}
-                  {'\n'}
-                </span>
-              ))}
-            </pre>
-          )}
+          <DiffLines file={f} />
         </section>
       ))}
     </div>
