@@ -230,7 +230,10 @@ export function openStream(s: RunningServer, slug: string): { frames: StreamFram
  * The usual test-file fixture: a fresh home, the real server started before the tests with the
  * demo project's default workspace running, stopped and cleaned up after them.
  */
-export function useServer(prefix: string, env: Record<string, string> = {}): { readonly s: RunningServer; readonly home: string } {
+export function useServer(
+  prefix: string,
+  env: Record<string, string> = {},
+): { readonly s: RunningServer; readonly home: string; restart(): Promise<RunningServer> } {
   const home = makeHome(prefix);
   let server: RunningServer | undefined;
   beforeAll(async () => {
@@ -245,6 +248,14 @@ export function useServer(prefix: string, env: Record<string, string> = {}): { r
     home,
     get s() {
       if (!server) throw new Error('server not started yet');
+      return server;
+    },
+    /**
+     * A new server on the same home and env, for tests of what survives a restart; the test stops or kills the
+     * old one first (how it ends is what such a test is about). `s` is the new one from then on.
+     */
+    async restart() {
+      server = await startServer({ home, env });
       return server;
     },
   };

@@ -2,10 +2,10 @@
 // the signed-in user to the preview listener (its own origin), where a dev server started inside a real sandbox
 // answers HTTP and WebSocket through the Grove server and the workspace backend, authorized by the workspace's
 // cap alone; ports off the allowlist are refused; one workspace's preview never reaches another's server.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import type { PortsResponse, Workspace } from '@grove/contracts';
-import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+import { TOKEN, containerOf, dockerExec, useServer, waitFor } from './harness.ts';
 
 // A dependency-free HTTP + WebSocket (RFC 6455, text frames under 126 bytes) server, run with node -e inside
 // the sandbox: argv = port, tag. HTTP answers what it saw; the WebSocket echoes "<tag>:<text>".
@@ -32,38 +32,27 @@ server.on('upgrade', (req, socket) => {
 server.listen(Number(port), '127.0.0.1');
 `;
 
-const home = makeHome('preview');
-let s: RunningServer;
-
-beforeAll(async () => {
-  s = await startServer({ home });
-  await waitRunning(s, 'demo');
-});
-
-afterAll(async () => {
-  await s?.stop();
-  cleanup(home);
-});
+const fx = useServer('preview');
 
 async function fork(name: string): Promise<Workspace> {
-  const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
+  const r = await fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
   expect(r.status).toBe(201);
   return r.body.workspace;
 }
 
 /** Start the dev server in the sandbox and wait until /ports lists it. */
 async function serve(slug: string, port: number, tag: string): Promise<void> {
-  const container = containerOf(s.instance, slug) ?? '';
+  const container = containerOf(fx.s.instance, slug) ?? '';
   const r = dockerExec(container, ['sh', '-c', `node -e "$0" ${port} ${tag} >/tmp/dev-${port}.log 2>&1 &`, DEV_SERVER]);
   expect(r.code, r.out).toBe(0);
   await waitFor(`${slug} listening on ${port}`, async () => {
-    const ports = await s.api<PortsResponse>('GET', `/w/${slug}/ports`);
+    const ports = await fx.s.api<PortsResponse>('GET', `/w/${slug}/ports`);
     return ports.body.ports?.some((p) => p.port === port && p.preview);
   }, 20_000);
 }
 
 async function get(path: string, headers: Record<string, string> = {}): Promise<Response> {
-  return fetch(`${s.base}${path}`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers }, redirect: 'manual' });
+  return fetch(`${fx.s.base}${path}`, { headers: { authorization: `Bearer ${TOKEN}`, ...headers }, redirect: 'manual' });
 }
 
 /** Where the dashboard's /w/<slug>/preview/<port><rest> sends the signed-in user: the preview origin. */
@@ -71,7 +60,7 @@ async function previewAt(slug: string, port: number, rest = '/'): Promise<string
   const r = await get(`/w/${slug}/preview/${port}${rest}`);
   expect(r.status).toBe(302);
   const location = r.headers.get('location') ?? '';
-  expect(location.startsWith(`${s.previewBase}/pv/`), location).toBe(true);
+  expect(location.startsWith(`${fx.s.previewBase}/pv/`), location).toBe(true);
   return location;
 }
 
@@ -99,8 +88,8 @@ describe('preview URL', () => {
     // The dashboard's address redirects (query kept) to the preview listener: another port, so another origin.
     const at = await previewAt(a.slug, 4173, '/src/main.js?v=1');
     const cap = new URL(at).pathname.split('/')[2] ?? '';
-    expect(at).toBe(`${s.previewBase}/pv/${cap}/${a.slug}/4173/src/main.js?v=1`);
-    expect(new URL(at).origin).not.toBe(new URL(s.base).origin);
+    expect(at).toBe(`${fx.s.previewBase}/pv/${cap}/${a.slug}/4173/src/main.js?v=1`);
+    expect(new URL(at).origin).not.toBe(new URL(fx.s.base).origin);
     // Stable: the same address every time.
     expect(await previewAt(a.slug, 4173, '/src/main.js?v=1')).toBe(at);
 
@@ -110,7 +99,7 @@ describe('preview URL', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('referrer-policy')).toBe('no-referrer');
     expect(await r.json()).toEqual({ tag: 'A', url: '/src/main.js?v=1', cookie: 'theme=dark', authorization: null });
-    const root = `${s.previewBase}/pv/${cap}/${a.slug}/4173`;
+    const root = `${fx.s.previewBase}/pv/${cap}/${a.slug}/4173`;
     // Without the trailing slash: a redirect that resolves under the preview's own path.
     const bare = await fetch(root, { redirect: 'manual' });
     expect(bare.status).toBe(308);
@@ -125,7 +114,7 @@ describe('preview URL', () => {
     await expect.poll(() => messages, { timeout: 5_000 }).toEqual(['A:open /hmr?x=1', 'A:ping']);
     ws.close();
     // Not on the dashboard's origin: a WebSocket cannot follow a redirect, so the refusal says where to go.
-    await expect(openWs(`${s.base}/w/${a.slug}/preview/4173/hmr`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(new RegExp(`404 .*pv/${cap}/`));
+    await expect(openWs(`${fx.s.base}/w/${a.slug}/preview/4173/hmr`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(new RegExp(`404 .*pv/${cap}/`));
 
     // Isolation: each workspace's preview reaches only its own container's loopback, and only with its own cap.
     const bAt = await previewAt(b.slug, 4174);
@@ -139,32 +128,32 @@ describe('preview URL', () => {
     }
     await expect(openWs(`${(await previewAt(b.slug, 4173)).replace(/\/$/, '')}/hmr`)).rejects.toThrow(/502/);
     for (const wrong of [`/pv/${bCap}/${a.slug}/4173/`, `/pv/${cap}/${b.slug}/4174/`, `/pv/${'A'.repeat(43)}/${a.slug}/4173/`, `/pv/${a.slug}/4173/`]) {
-      const w = await fetch(`${s.previewBase}${wrong}`, { headers: { cookie: `grove_token=${TOKEN}` } });
+      const w = await fetch(`${fx.s.previewBase}${wrong}`, { headers: { cookie: `grove_token=${TOKEN}` } });
       expect(w.status, wrong).toBe(404);
       expect(((await w.json()) as { code: string }).code).toBe('not_found');
     }
-    await expect(openWs(`${s.previewBase}/pv/${bCap}/${a.slug}/4173/hmr`)).rejects.toThrow(/404/);
+    await expect(openWs(`${fx.s.previewBase}/pv/${bCap}/${a.slug}/4173/hmr`)).rejects.toThrow(/404/);
 
     // The preview origin serves no API, no workspace route and no dashboard, even with the token.
     for (const p of ['/api/workspaces', `/w/${a.slug}/thread`, `/w/${a.slug}/preview/4173/`, '/', `/login?token=${TOKEN}`]) {
-      const r2 = await fetch(`${s.previewBase}${p}`, { headers: { authorization: `Bearer ${TOKEN}`, cookie: `grove_token=${TOKEN}` }, redirect: 'manual' });
+      const r2 = await fetch(`${fx.s.previewBase}${p}`, { headers: { authorization: `Bearer ${TOKEN}`, cookie: `grove_token=${TOKEN}` }, redirect: 'manual' });
       expect(r2.status, p).toBe(404);
     }
-    await expect(openWs(`${s.previewBase}/w/${a.slug}/stream`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(/404/);
+    await expect(openWs(`${fx.s.previewBase}/w/${a.slug}/stream`, { authorization: `Bearer ${TOKEN}` })).rejects.toThrow(/404/);
 
     // /ports lists what listens inside each sandbox, and only that.
-    const aPorts = (await s.api<PortsResponse>('GET', `/w/${a.slug}/ports`)).body.ports.map((p) => p.port);
+    const aPorts = (await fx.s.api<PortsResponse>('GET', `/w/${a.slug}/ports`)).body.ports.map((p) => p.port);
     expect(aPorts).toContain(4173);
     expect(aPorts).not.toContain(4174);
   });
 
   it('keeps the preview address across stop, reopen and a server restart (same token)', async () => {
     const before = await previewAt('demo~prev-a', 4173);
-    expect((await s.api('POST', '/api/workspaces/demo~prev-a/stop')).status).toBe(200);
+    expect((await fx.s.api('POST', '/api/workspaces/demo~prev-a/stop')).status).toBe(200);
     expect((await fetch(before)).status).toBe(409);
-    await s.stop();
-    s = await startServer({ home });
-    expect((await s.api('POST', '/api/workspaces/demo~prev-a/start')).status).toBe(200);
+    await fx.s.stop();
+    await fx.restart();
+    expect((await fx.s.api('POST', '/api/workspaces/demo~prev-a/start')).status).toBe(200);
     await serve('demo~prev-a', 4173, 'again');
     const after = await previewAt('demo~prev-a', 4173);
     expect(new URL(after).pathname).toBe(new URL(before).pathname);

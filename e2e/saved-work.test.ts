@@ -5,34 +5,24 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { GroveEvent, Workspace } from '@grove/contracts';
 import { gitInWorktree } from '../packages/core/src/test-support/repo.ts';
-import { cleanup, containerOf, dockerExec, git, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { containerOf, dockerExec, git, useServer } from './harness.ts';
 
-const home = makeHome('saved');
-let s: RunningServer;
+const fx = useServer('saved');
+const { home } = fx;
 const repo = path.join(home, 'repos', 'demo');
 const worktree = (name: string) => path.join(home, 'worktrees', 'demo', name);
 
-beforeAll(async () => {
-  s = await startServer({ home });
-  await waitRunning(s, 'demo');
-});
-
-afterAll(async () => {
-  await s?.stop();
-  cleanup(home);
-});
-
 async function fork(name: string): Promise<Workspace> {
-  const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
+  const r = await fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
   expect(r.status).toBe(201);
   return r.body.workspace;
 }
 
 async function events(slug: string): Promise<GroveEvent[]> {
-  return (await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${slug}&limit=1000`)).body.events;
+  return (await fx.s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${slug}&limit=1000`)).body.events;
 }
 
 /**
@@ -41,7 +31,7 @@ async function events(slug: string): Promise<GroveEvent[]> {
  * what the restored worktree must hold (null: must not exist).
  */
 function makeChanges(slug: string, name: string): Record<string, Buffer | null> {
-  const container = containerOf(s.instance, slug) ?? '';
+  const container = containerOf(fx.s.instance, slug) ?? '';
   const script = [
     "printf '# changed inside the sandbox\\n' > README.md",
     'mkdir -p notes/deep',
@@ -81,7 +71,7 @@ describe('teardown never loses work', () => {
     const tip = git(repo, 'rev-parse', 'refs/heads/grove/keep');
     const files = makeChanges(ws.slug, 'keep');
 
-    const gone = await s.api<{ workspace: Workspace }>('DELETE', `/api/workspaces/${ws.slug}`);
+    const gone = await fx.s.api<{ workspace: Workspace }>('DELETE', `/api/workspaces/${ws.slug}`);
     expect(gone.body.workspace.state).toBe('gone');
     expect(fs.existsSync(worktree('keep'))).toBe(false);
     const ev = await events(ws.slug);
@@ -90,17 +80,17 @@ describe('teardown never loses work', () => {
     expect(ev.find((e) => e.type === 'workspace.saved')?.data).toMatchObject({ reason: 'teardown', ref: 'refs/grove/demo+keep/teardown/1' });
     expect(git(repo, 'rev-parse', 'refs/heads/grove/keep')).toBe(tip);
 
-    const saved = await s.api<{ saved: Array<{ ref: string; n: number }> }>('GET', `/api/workspaces/${ws.slug}/saved`);
+    const saved = await fx.s.api<{ saved: Array<{ ref: string; n: number }> }>('GET', `/api/workspaces/${ws.slug}/saved`);
     expect(saved.body.saved.map((r) => r.ref)).toEqual(['refs/grove/demo+keep/teardown/1']);
-    const back = await s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/restore`, { name: 'keep-back' });
+    const back = await fx.s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/restore`, { name: 'keep-back' });
     expect(back.status).toBe(201);
     // The saved commit is copied from the workspace's private store into the primary, where the new branch starts.
     expect(back.body.workspace).toMatchObject({ slug: 'demo~keep-back', state: 'running', baseRef: 'refs/grove-restore/demo/keep/1' });
     expectRestored('keep-back', files);
     // The sandbox sees the same files.
-    const inside = dockerExec(containerOf(s.instance, 'demo~keep-back') ?? '', ['cat', '/workspace/notes/deep/data.bin']);
+    const inside = dockerExec(containerOf(fx.s.instance, 'demo~keep-back') ?? '', ['cat', '/workspace/notes/deep/data.bin']);
     expect(inside.code).toBe(0);
-    expect((await s.api('DELETE', '/api/workspaces/demo~keep-back')).status).toBe(200);
+    expect((await fx.s.api('DELETE', '/api/workspaces/demo~keep-back')).status).toBe(200);
   });
 
   it('never deletes a branch with commits: teardown keeps it and what it holds', async () => {
@@ -109,7 +99,7 @@ describe('teardown never loses work', () => {
     gitInWorktree(worktree('unpushed'), 'add', 'work.txt');
     gitInWorktree(worktree('unpushed'), '-c', 'user.name=t', '-c', 'user.email=t@t.invalid', 'commit', '-q', '-m', 'unpushed work');
     const tip = git(repo, 'rev-parse', 'refs/heads/grove/unpushed');
-    expect((await s.api('DELETE', `/api/workspaces/${ws.slug}`)).status).toBe(200);
+    expect((await fx.s.api('DELETE', `/api/workspaces/${ws.slug}`)).status).toBe(200);
     expect(git(repo, 'rev-parse', 'refs/heads/grove/unpushed')).toBe(tip);
     expect(git(repo, 'show', 'grove/unpushed:work.txt')).toBe('committed, never pushed');
     // Clean at teardown (everything was committed): nothing to save, and the event says so.
@@ -119,10 +109,10 @@ describe('teardown never loses work', () => {
   it('SIGKILL between saving the work and removing the worktree: nothing is lost after restart', async () => {
     const ws = await fork('killed');
     const files = makeChanges(ws.slug, 'killed');
-    await s.stop();
+    await fx.s.stop();
 
     const script = fileURLToPath(new URL('./support/teardown-and-hang.ts', import.meta.url));
-    const child = spawn(process.execPath, ['--import', 'tsx', script, home, s.instance, 'grove-sandbox:latest', ws.slug], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, home, fx.s.instance, 'grove-sandbox:latest', ws.slug], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -144,19 +134,19 @@ describe('teardown never loses work', () => {
     expect(git(path.join(home, 'objects', 'demo~killed.git'), 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
     expect(fs.existsSync(worktree('killed'))).toBe(true);
 
-    s = await startServer({ home });
+    await fx.restart();
     // Reconcile finished the teardown, re-saving idempotently (the same ref, no second one).
-    const after = await s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${ws.slug}`);
+    const after = await fx.s.api<{ workspace: Workspace }>('GET', `/api/workspaces/${ws.slug}`);
     expect(after.body.workspace.state).toBe('gone');
     expect(fs.existsSync(worktree('killed'))).toBe(false);
-    expect(containerOf(s.instance, ws.slug)).toBeUndefined();
+    expect(containerOf(fx.s.instance, ws.slug)).toBeUndefined();
     expect(git(path.join(home, 'objects', 'demo~killed.git'), 'for-each-ref', '--format=%(refname)', 'refs/grove/demo+killed/')).toBe('refs/grove/demo+killed/teardown/1');
     const saves = (await events(ws.slug)).filter((e) => e.type === 'workspace.saved');
     expect(saves.map((e) => e.data.reused)).toEqual([false, true]);
 
-    const back = await s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/restore`, { name: 'killed-back' });
+    const back = await fx.s.api<{ workspace: Workspace }>('POST', `/api/workspaces/${ws.slug}/restore`, { name: 'killed-back' });
     expect(back.status).toBe(201);
     expectRestored('killed-back', files);
-    expect((await s.api('DELETE', '/api/workspaces/demo~killed-back')).status).toBe(200);
+    expect((await fx.s.api('DELETE', '/api/workspaces/demo~killed-back')).status).toBe(200);
   });
 });
