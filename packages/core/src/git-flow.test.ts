@@ -1,7 +1,6 @@
 // Projects from real repositories, fetch before fork, checkpoints, diff and publish: real git (a bare repository
 // over file:// as the remote), real SQLite, a test forge on 127.0.0.1 and the in-memory sandbox driver.
 import { existsSync, mkdtempSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -11,6 +10,7 @@ import { createTestGrove } from './test-support/test-grove.ts';
 import type { TestGroveOptions } from './test-support/test-grove.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
+import { postTurnEnded } from './test-support/host-sock.ts';
 import { scanRegistry } from './test-support/registry-scan.ts';
 import { git, gitInWorktree, makeSourceRepo } from './test-support/repo.ts';
 import { startTestForge } from './test-support/test-forge.ts';
@@ -72,6 +72,19 @@ function otherClone(): string {
   return dir;
 }
 
+/**
+ * Someone else's commit on `branch` of the upstream, pushed from a clone of their own (with `alsoPush`, more
+ * refspecs in the same push): what Grove's primary clone has not seen.
+ */
+function pushFromElsewhere(o: { branch: string; file: string; text: string; message: string; alsoPush?: string[] }): void {
+  const other = otherClone();
+  if (o.branch !== 'main') git(other, 'checkout', '-q', o.branch);
+  writeFileSync(join(other, o.file), o.text);
+  git(other, 'add', '.');
+  git(other, 'commit', '-q', '-m', o.message);
+  git(other, 'push', '-q', 'origin', o.branch, ...(o.alsoPush ?? []));
+}
+
 function worktree(name: string): string {
   return join(home, 'worktrees', 'demo', name);
 }
@@ -118,11 +131,7 @@ describe('fetch before fork', () => {
     const g = await open();
     await g.addProject({ name: 'demo', source: `file://${upstream}`, createDefault: false });
     await g.fork({ project: 'demo', name: 'first' });
-    const other = otherClone();
-    writeFileSync(join(other, 'upstream.txt'), 'new upstream work\n');
-    git(other, 'add', '.');
-    git(other, 'commit', '-q', '-m', 'upstream work');
-    git(other, 'push', '-q', 'origin', 'main', ':feature');
+    pushFromElsewhere({ branch: 'main', file: 'upstream.txt', text: 'new upstream work\n', message: 'upstream work', alsoPush: [':feature'] });
 
     await g.fork({ project: 'demo', name: 'second' });
     expect(readFileSync(join(worktree('second'), 'upstream.txt'), 'utf8')).toBe('new upstream work\n');
@@ -203,19 +212,8 @@ describe('checkpoint', () => {
 });
 
 /** What the backend does when a turn ends: POST /turn-ended on the workspace's host.sock. */
-function turnEnded(slug: string, turn: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ turn, status: 'completed' });
-    const req = request(
-      { socketPath: join(home, 'run', slug, 'host.sock'), path: '/turn-ended', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+async function turnEnded(slug: string, turn: string): Promise<number> {
+  return (await postTurnEnded(home, slug, { turn, status: 'completed' })).status;
 }
 
 function userLine(turn: string, text: string): string {
@@ -264,11 +262,7 @@ describe('diff', () => {
     writeFileSync(join(wt, 'later.txt'), 'one\ntwo\n');
     rmSync(join(wt, 'README.md'));
     // main moves on upstream; the next fork's fetch brings it into the primary clone.
-    const other = otherClone();
-    writeFileSync(join(other, 'upstream.txt'), 'u\n');
-    git(other, 'add', '.');
-    git(other, 'commit', '-q', '-m', 'upstream');
-    git(other, 'push', '-q', 'origin', 'main');
+    pushFromElsewhere({ branch: 'main', file: 'upstream.txt', text: 'u\n', message: 'upstream' });
     await g.fork({ project: 'demo', name: 'e' });
 
     const d = await g.diff('demo~d');
@@ -365,12 +359,7 @@ describe('publish', () => {
   it('explains a push rejected as non-fast-forward and records it; nothing on the remote is overwritten', async () => {
     const g = await publishable();
     await g.publish('demo~pr');
-    const other = otherClone();
-    git(other, 'checkout', '-q', 'grove/pr');
-    writeFileSync(join(other, 'theirs.txt'), 'theirs\n');
-    git(other, 'add', '.');
-    git(other, 'commit', '-q', '-m', 'someone else');
-    git(other, 'push', '-q', 'origin', 'grove/pr');
+    pushFromElsewhere({ branch: 'grove/pr', file: 'theirs.txt', text: 'theirs\n', message: 'someone else' });
     const theirs = git(upstream, 'rev-parse', 'refs/heads/grove/pr');
 
     writeFileSync(join(worktree('pr'), 'mine.txt'), 'mine\n');
@@ -444,12 +433,7 @@ describe('fork from a pull request', () => {
     await g.publish('demo~pr');
     // A reviewer pushes to the pull request from elsewhere: the primary clone never fetches grove/*, so only
     // the pull request's head can bring this commit.
-    const other = otherClone();
-    git(other, 'checkout', '-q', 'grove/pr');
-    writeFileSync(join(other, 'review.md'), 'suggested\n');
-    git(other, 'add', '.');
-    git(other, 'commit', '-q', '-m', 'review suggestion');
-    git(other, 'push', '-q', 'origin', 'grove/pr');
+    pushFromElsewhere({ branch: 'grove/pr', file: 'review.md', text: 'suggested\n', message: 'review suggestion' });
     git(upstream, 'update-ref', 'refs/pull/1/head', 'refs/heads/grove/pr');
 
     const ws = await g.fork({ project: 'demo', name: 'review', pullRequest: 1 });
