@@ -11,7 +11,7 @@ import { parseUnifiedDiff, type DiffFile } from '../lib/diff.ts';
 import { aheadBehind, changesSummary, refreshesChanges, type Explained } from '../lib/git-changes.ts';
 import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
-import { Modal } from './Dialog.tsx';
+import { FormActions, Modal } from './Dialog.tsx';
 import { FileDiff, FileLabel } from './FileDiff.tsx';
 import { GitErrorBox, explainError } from './GitErrorBox.tsx';
 import { OpenFileButton } from './OpenFileButton.tsx';
@@ -204,15 +204,7 @@ function CheckpointDialog({ workspace: w, onClose, onDone }: { workspace: Worksp
           <input id={inputId} value={message} onChange={(e) => setMessage(e.target.value)} placeholder={`grove: checkpoint of ${w.slug}`} maxLength={10_000} autoFocus />
         </div>
         {error ? <GitErrorBox error={error} /> : null}
-        <div className="dialog-actions">
-          <button type="button" className="btn" onClick={onClose} disabled={busy}>
-            Cancel
-          </button>
-          <button type="submit" className="btn btn-primary" disabled={busy}>
-            {busy ? <Spinner /> : null}
-            {busy ? 'Saving…' : 'Checkpoint'}
-          </button>
-        </div>
+        <FormActions label="Checkpoint" busyLabel="Saving…" busy={busy} onCancel={onClose} />
       </form>
     </Modal>
   );

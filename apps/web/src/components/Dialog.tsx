@@ -2,7 +2,7 @@
 'use client';
 
 import { useEffect, useId, useRef, type ReactNode } from 'react';
-import { ErrorText } from './ui.tsx';
+import { ErrorText, Spinner } from './ui.tsx';
 import './Dialog.css';
 
 interface ModalProps {
@@ -74,5 +74,23 @@ export function ConfirmDialog({ title, children, confirmLabel, busyLabel, busy, 
         </button>
       </div>
     </Modal>
+  );
+}
+
+/**
+ * The buttons at the foot of a form in a dialog: Cancel, and the form's submit button with a spinner while it runs.
+ * Both are disabled while busy, so the form is neither sent twice nor closed under a request still running.
+ */
+export function FormActions({ label, busyLabel, busy, onCancel }: { label: string; busyLabel: string; busy: boolean; onCancel: () => void }) {
+  return (
+    <div className="dialog-actions">
+      <button type="button" className="btn" onClick={onCancel} disabled={busy}>
+        Cancel
+      </button>
+      <button type="submit" className="btn btn-primary" disabled={busy}>
+        {busy ? <Spinner /> : null}
+        {busy ? busyLabel : label}
+      </button>
+    </div>
   );
 }

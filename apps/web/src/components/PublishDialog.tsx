@@ -9,7 +9,7 @@ import { api } from '../lib/api.ts';
 import { eventFeed } from '../lib/events.ts';
 import { PR_STATE_LABEL, type Explained } from '../lib/git-changes.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
-import { Modal } from './Dialog.tsx';
+import { FormActions, Modal } from './Dialog.tsx';
 import { GitErrorBox, explainError } from './GitErrorBox.tsx';
 import { Spinner } from './ui.tsx';
 import './PublishDialog.css';
@@ -109,15 +109,7 @@ export function PublishDialog({ workspace: w, onClose, onPublished }: { workspac
             </ol>
           ) : null}
           {error ? <GitErrorBox error={error} /> : null}
-          <div className="dialog-actions">
-            <button type="button" className="btn" onClick={onClose} disabled={busy}>
-              Cancel
-            </button>
-            <button type="submit" className="btn btn-primary" disabled={busy}>
-              {busy ? <Spinner /> : null}
-              {busy ? 'Publishing…' : error ? 'Publish again' : 'Publish'}
-            </button>
-          </div>
+          <FormActions label={error ? 'Publish again' : 'Publish'} busyLabel="Publishing…" busy={busy} onCancel={onClose} />
         </form>
       )}
     </Modal>
