@@ -1,5 +1,5 @@
 // Shared helpers for the benchmarks: percentiles, tables, machine notes, docker/git CLI, socket probes, cleanup on exit.
-import { execFile } from 'node:child_process';
+import { execFile, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -120,6 +120,16 @@ export function rssOf(pid: number | undefined): number {
  * Cleanup that runs once, on normal exit and on SIGINT/SIGTERM, so an interrupted benchmark does not
  * leave containers, worktrees or child processes behind.
  */
+/**
+ * SIGTERM to the benchmark's helper processes, then wait until all have exited (at most `graceMs`), so none
+ * outlives the run; nginx's master, for one, stops its worker on SIGTERM before it exits itself.
+ */
+export async function stopChildren(children: readonly ChildProcess[], graceMs = 5_000): Promise<void> {
+  for (const c of children) c.kill('SIGTERM');
+  const exited = (c: ChildProcess) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r)));
+  await Promise.race([Promise.all(children.map(exited)), sleep(graceMs)]);
+}
+
 export function onCleanup(fn: () => Promise<void> | void): () => Promise<void> {
   let done: Promise<void> | null = null;
   const once = (): Promise<void> => (done ??= Promise.resolve().then(fn).catch((e: unknown) => console.error('cleanup failed:', e)));

@@ -18,7 +18,7 @@ import type { SandboxRuntime } from '@grove/contracts';
 import { WEB_DIR } from '../e2e/browser.ts';
 import { TOKEN, cleanup, startServer, waitRunning } from '../e2e/harness.ts';
 import type { RunningServer } from '../e2e/harness.ts';
-import { benchRuntimes, fmt, freePort, machineNote, mkTemp, onCleanup, pct, sleep, table, until } from './lib.ts';
+import { benchRuntimes, fmt, freePort, machineNote, mkTemp, onCleanup, pct, stopChildren, table, until } from './lib.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const seconds = Number(process.env.BENCH_SECONDS ?? 6);
@@ -195,9 +195,7 @@ async function main(): Promise<void> {
 const done = onCleanup(async () => {
   for (const s of servers) await s.stop().catch(() => undefined);
   for (const home of homes) cleanup(home);
-  for (const c of children) c.kill('SIGTERM');
-  // nginx's master stops its worker on SIGTERM; wait for every child so nothing outlives the benchmark.
-  await Promise.race([Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r))))), sleep(5_000)]);
+  await stopChildren(children);
   fs.rmSync(dir, { recursive: true, force: true });
 });
 

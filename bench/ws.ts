@@ -8,7 +8,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { WebSocket } from 'ws';
-import { fmt, machineNote, mkTemp, onCleanup, pct, sleep, table } from './lib.ts';
+import { fmt, machineNote, mkTemp, onCleanup, pct, sleep, stopChildren, table } from './lib.ts';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const seconds = Number(process.env.BENCH_SECONDS ?? 5);
@@ -115,8 +115,7 @@ async function main(): Promise<void> {
 }
 
 const done = onCleanup(async () => {
-  for (const c of children) c.kill('SIGTERM');
-  await Promise.race([Promise.all(children.map((c) => (c.exitCode !== null || c.signalCode !== null ? null : new Promise((r) => c.once('exit', r))))), sleep(5_000)]);
+  await stopChildren(children);
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
