@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { diffResponseSchema, listProjectsResponseSchema, listWorkspacesResponseSchema, publishResponseSchema, type LastMessage, type ThreadLine, type Workspace } from '@grove/contracts';
 import { startTestForge, type TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { TOKEN, cleanup, containerOf, dockerExec, git, makeHome, useServer, waitFor } from './harness.ts';
+import { TOKEN, cleanup, containerOf, dockerExec, git, makeHome, makeUpstream, useServer, waitFor } from './harness.ts';
 
 const FORGE_TOKEN = 'e2e-cli-forge-token-93be04aa';
 const fx = useServer('cli', { GROVE_MAX_RUNNING: '2', GROVE_FORGE_TOKEN: FORGE_TOKEN });
@@ -290,13 +290,7 @@ describe('grove and a project from a repository: project add, projects, diff, ch
   let forge: TestForge;
 
   beforeAll(async () => {
-    const src = path.join(remoteHome, 'src');
-    fs.mkdirSync(src);
-    git(src, 'init', '-q', '-b', 'main');
-    fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
-    git(src, 'add', '.');
-    git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
-    git(remoteHome, 'clone', '-q', '--bare', src, upstream);
+    makeUpstream(remoteHome, { 'README.md': '# app\n' });
     forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
     // A slot for the fork below: the tests above leave workspaces running.
     const { workspaces } = listWorkspacesResponseSchema.parse((await fx.s.api('GET', '/api/workspaces')).body);

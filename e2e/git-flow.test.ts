@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckpointResponse, DiffResponse, GroveEvent, Project, PublishResponse, ThreadLine, Workspace } from '@grove/contracts';
 import { startTestForge } from '../packages/core/src/test-support/test-forge.ts';
 import type { TestForge } from '../packages/core/src/test-support/test-forge.ts';
-import { TOKEN, cleanup, containerOf, dockerExec, git, makeHome, openStream, startServer, waitFor, type RunningServer } from './harness.ts';
+import { TOKEN, cleanup, containerOf, dockerExec, git, makeHome, makeUpstream, openStream, startServer, waitFor, type RunningServer } from './harness.ts';
 import { findSecretsInSandbox } from './support/secrets.ts';
 
 const FORGE_TOKEN = 'e2e-forge-token-7c41d0b2-keep-out';
@@ -18,13 +18,7 @@ let s: RunningServer;
 let forge: TestForge;
 
 beforeAll(async () => {
-  const src = path.join(home, 'src');
-  fs.mkdirSync(src, { recursive: true });
-  git(src, 'init', '-q', '-b', 'main');
-  fs.writeFileSync(path.join(src, 'README.md'), '# app\n');
-  git(src, '-c', 'user.name=T', '-c', 'user.email=t@example.test', 'add', '.');
-  git(src, '-c', 'user.name=T', '-c', 'user.email=t@example.test', 'commit', '-q', '-m', 'first');
-  git(home, 'clone', '-q', '--bare', src, upstream);
+  makeUpstream(home, { 'README.md': '# app\n' });
   forge = await startTestForge({ bare: upstream, owner: 'team', repo: 'app', token: FORGE_TOKEN });
   s = await startServer({ home: path.join(home, 'grove'), env: { GROVE_DEMO: '0', GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_WATCH_INTERVAL_MS: '500', GROVE_MAX_RUNNING: '8' } });
 });

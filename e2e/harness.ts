@@ -171,6 +171,25 @@ export function git(cwd: string, ...args: string[]): string {
 }
 
 /** Remove every container of this Grove home and the home itself. */
+/**
+ * A bare repository at `<home>/upstream.git` whose main has one commit with `files` (path → content), made from a
+ * work tree at `<home>/src`. Returns the bare repository's path.
+ */
+export function makeUpstream(home: string, files: Record<string, string>): string {
+  const src = path.join(home, 'src');
+  const upstream = path.join(home, 'upstream.git');
+  fs.mkdirSync(src, { recursive: true });
+  git(src, 'init', '-q', '-b', 'main');
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(src, name)), { recursive: true });
+    fs.writeFileSync(path.join(src, name), text);
+  }
+  git(src, 'add', '.');
+  git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
+  git(home, 'clone', '-q', '--bare', src, upstream);
+  return upstream;
+}
+
 export function cleanup(home: string): void {
   const ids = containersOf(instanceOf(home));
   if (ids.length) execFileSync('docker', ['rm', '-f', ...ids], { stdio: 'ignore' });

@@ -8,26 +8,7 @@ import { afterAll, beforeAll, expect } from 'vitest';
 import type { Workspace } from '@grove/contracts';
 import { startTestForge, type TestForge } from '../../packages/core/src/test-support/test-forge.ts';
 import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from '../browser.ts';
-import { cleanup, git, makeHome, startServer, type RunningServer } from '../harness.ts';
-
-/**
- * A bare repository at `<home>/upstream.git` whose main has one commit with `files` (path → content), made from a
- * work tree at `<home>/src`. Returns the bare repository's path.
- */
-export function makeUpstream(home: string, files: Record<string, string>): string {
-  const src = path.join(home, 'src');
-  const upstream = path.join(home, 'upstream.git');
-  fs.mkdirSync(src, { recursive: true });
-  git(src, 'init', '-q', '-b', 'main');
-  for (const [name, text] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(src, name)), { recursive: true });
-    fs.writeFileSync(path.join(src, name), text);
-  }
-  git(src, 'add', '.');
-  git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
-  git(home, 'clone', '-q', '--bare', src, upstream);
-  return upstream;
-}
+import { cleanup, makeHome, makeUpstream, startServer, type RunningServer } from '../harness.ts';
 
 export interface ForgeWebOptions {
   /** The forge's token, given to the server as GROVE_FORGE_TOKEN; unique per file, so a leak names the file. */
