@@ -37,21 +37,19 @@ const idVar = (name: string) =>
     .int({ error: `${name} must be a whole number` })
     .min(1, { error: `${name} must not be 0: agents never run as root` })
     .max(2 ** 31 - 1, { error: `${name} is out of range` });
+const portVar = (name: string) =>
+  z.coerce
+    .number({ error: `${name} must be a port number` })
+    .int({ error: `${name} must be a whole number` })
+    .min(1, { error: `${name} must be between 1 and 65535` })
+    .max(65535, { error: `${name} must be between 1 and 65535` });
 
 const envSchema = z.object({
   /** The project's agent config as JSON (set by the host from <home>/config/<project>.json). */
   GROVE_AGENT_CONFIG: z.preprocess(unsetIfEmpty, z.string().optional()),
   GROVE_HOST_HOOK_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_HOST_HOOK_SOCKET').default(ENV_DEFAULTS.GROVE_HOST_HOOK_SOCKET)),
   GROVE_PROVIDER_RELAY_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_PROVIDER_RELAY_SOCKET').default(ENV_DEFAULTS.GROVE_PROVIDER_RELAY_SOCKET)),
-  GROVE_PROVIDER_RELAY_PORT: z.preprocess(
-    unsetIfEmpty,
-    z.coerce
-      .number({ error: 'GROVE_PROVIDER_RELAY_PORT must be a port number' })
-      .int({ error: 'GROVE_PROVIDER_RELAY_PORT must be a whole number' })
-      .min(1, { error: 'GROVE_PROVIDER_RELAY_PORT must be between 1 and 65535' })
-      .max(65535, { error: 'GROVE_PROVIDER_RELAY_PORT must be between 1 and 65535' })
-      .default(ENV_DEFAULTS.GROVE_PROVIDER_RELAY_PORT),
-  ),
+  GROVE_PROVIDER_RELAY_PORT: z.preprocess(unsetIfEmpty, portVar('GROVE_PROVIDER_RELAY_PORT').default(ENV_DEFAULTS.GROVE_PROVIDER_RELAY_PORT)),
   GROVE_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_SOCKET').default(ENV_DEFAULTS.GROVE_SOCKET)),
   GROVE_THREAD_DIR: z.preprocess(unsetIfEmpty, pathVar('GROVE_THREAD_DIR').default(ENV_DEFAULTS.GROVE_THREAD_DIR)),
   GROVE_WORKSPACE_DIR: z.preprocess(unsetIfEmpty, pathVar('GROVE_WORKSPACE_DIR').default(ENV_DEFAULTS.GROVE_WORKSPACE_DIR)),
@@ -73,15 +71,7 @@ const envSchema = z.object({
   GROVE_AGENT_UID: z.preprocess(unsetIfEmpty, idVar('GROVE_AGENT_UID').optional()),
   GROVE_AGENT_GID: z.preprocess(unsetIfEmpty, idVar('GROVE_AGENT_GID').optional()),
   GROVE_EGRESS_SOCKET: z.preprocess(unsetIfEmpty, pathVar('GROVE_EGRESS_SOCKET').default(ENV_DEFAULTS.GROVE_EGRESS_SOCKET)),
-  GROVE_EGRESS_PORT: z.preprocess(
-    unsetIfEmpty,
-    z.coerce
-      .number({ error: 'GROVE_EGRESS_PORT must be a port number' })
-      .int({ error: 'GROVE_EGRESS_PORT must be a whole number' })
-      .min(1, { error: 'GROVE_EGRESS_PORT must be between 1 and 65535' })
-      .max(65535, { error: 'GROVE_EGRESS_PORT must be between 1 and 65535' })
-      .default(ENV_DEFAULTS.GROVE_EGRESS_PORT),
-  ),
+  GROVE_EGRESS_PORT: z.preprocess(unsetIfEmpty, portVar('GROVE_EGRESS_PORT').default(ENV_DEFAULTS.GROVE_EGRESS_PORT)),
   GROVE_PTY_HELPER: z.preprocess(unsetIfEmpty, pathVar('GROVE_PTY_HELPER').default(ENV_DEFAULTS.GROVE_PTY_HELPER)),
 });
 
