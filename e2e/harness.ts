@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { WebSocket } from 'ws';
 import type { StreamFrame, Workspace } from '@grove/contracts';
+import { containerName } from '../packages/sandbox/src/docker.ts';
 import { agentExecArgs, testRuntime } from '../packages/sandbox/src/test-support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -142,8 +143,13 @@ export function containersOf(instance: string, all = true): string[] {
   return out.split('\n').filter(Boolean);
 }
 
+/**
+ * The container serving slug: found by its name, which a cold start gives it and a warm sandbox's claim renames it to
+ * (labels cannot change on a running container, so a claimed one has no grove.slug label).
+ */
 export function containerOf(instance: string, slug: string): string | undefined {
-  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=grove.instance=${instance}`, '--filter', `label=grove.slug=${slug}`], { encoding: 'utf8' });
+  const name = `^${containerName(instance, slug).replaceAll('.', '\\.')}$`;
+  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=grove.instance=${instance}`, '--filter', `name=${name}`], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean)[0];
 }
 

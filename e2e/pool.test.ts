@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Capacity, GroveEvent, ListWorkspacesResponse, Workspace } from '@grove/contracts';
 import { listCommand } from '../packages/sandbox/src/test-support.ts';
-import { TEST_RUNTIME, cleanup, dockerExec, makeHome, startServer, waitFor, waitRunning } from './harness.ts';
+import { TEST_RUNTIME, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning } from './harness.ts';
 import type { RunningServer } from './harness.ts';
 
 const CAP = 4;
@@ -30,13 +30,10 @@ function warmIds(instance: string): string[] {
     .map((l) => l.split(' ')[0] ?? '');
 }
 
-/** Full id of the container of a slug, found by name (a claimed warm sandbox has no grove.slug label). */
+/** Full id of the container of a slug (containerOf finds a claimed warm sandbox, which has no grove.slug label). */
 function containerNamed(instance: string, slug: string): string | null {
-  try {
-    return execFileSync('docker', ['inspect', '--format', '{{.Id}}', `grove-${instance}-${slug.replace('~', '.')}`], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return null;
-  }
+  const id = containerOf(instance, slug);
+  return id ? fullId(id) : null;
 }
 
 function fullId(id: string): string {
