@@ -52,6 +52,20 @@ async function readyWarm(): Promise<string> {
   });
 }
 
+const repo = (): string => path.join(home, 'repos', 'demo');
+
+function git(dir: string, ...args: string[]): string {
+  return execFileSync('git', ['-C', dir, ...args], { encoding: 'utf8' }).trim();
+}
+
+/** A commit on the demo project's origin (<home>/demo-src): the primary clone gets it with the fetch before the next fork. */
+function commitInSource(file: string, text: string): void {
+  const origin = path.join(home, 'demo-src');
+  fs.writeFileSync(path.join(origin, file), text);
+  execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.test', '-C', origin, 'add', file]);
+  execFileSync('git', ['-c', 'user.name=T', '-c', 'user.email=t@example.test', '-C', origin, 'commit', '-q', '-m', `add ${file}`]);
+}
+
 async function fork(project: string, name: string): Promise<{ status: number; body: { workspace: Workspace } }> {
   return server().api<{ workspace: Workspace }>('POST', '/api/workspaces', { project, name });
 }
@@ -101,10 +115,13 @@ describe('warm pool', () => {
     const connect = dockerExec(warm, ['node', '-e', "require('net').connect('/run/grove/backend.sock').on('connect',()=>process.exit(0)).on('error',(e)=>{console.log(e.code);process.exit(3)})"]);
     expect(connect.code).toBe(3);
     expect(connect.out).toContain('EACCES');
-    // Nothing of a workspace is there before a claim: an empty worktree, no thread.
+    // The next fork's worktree is checked out already (detached at the default branch, the agent's user's), but no
+    // branch is made for it and nothing else of a workspace is there before a claim.
     const listed = dockerExec(warm, ['sh', '-c', listCommand('/workspace', TEST_RUNTIME)]);
     expect(listed.code).toBe(0);
-    expect(listed.out.trim()).toBe('');
+    expect(listed.out).toContain('README.md');
+    expect(dockerExec(warm, ['stat', '-c', '%u', '/workspace/README.md']).out.trim()).toBe('1000');
+    expect(git(repo(), 'branch', '--list', 'grove/a')).toBe('');
 
     const r = await fork('demo', 'a');
     expect(r.status).toBe(201);
@@ -120,9 +137,34 @@ describe('warm pool', () => {
     expect(dockerExec(warm, ['git', '-C', '/workspace', 'status', '--porcelain']).code).toBe(0);
     expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', '--abbrev-ref', 'HEAD']).out.trim()).toBe('grove/a');
     expect(dockerExec(warm, ['cat', '/workspace/README.md']).code).toBe(0);
+    // On the host: the fork's branch at the base, its worktree listed at the workspace's path, none left in the pool's dir.
+    expect(git(repo(), 'merge-base', 'main', 'grove/a')).toBe(git(repo(), 'rev-parse', 'main'));
+    const worktrees = git(repo(), 'worktree', 'list', '--porcelain');
+    expect(worktrees).toContain(`worktree ${path.join(fs.realpathSync(home), 'worktrees', 'demo', 'a')}\nHEAD `);
+    expect(worktrees).toContain('branch refs/heads/grove/a');
 
     const next = await readyWarm();
     expect(next).not.toBe(warm);
+    expect(git(repo(), 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree ') && l.includes(`${path.sep}pool${path.sep}`))).toHaveLength(1);
+  });
+
+  it("adds the fork's own worktree in the warm sandbox when the base moved since its worktree was prepared", async () => {
+    const warm = await readyWarm();
+    const prepared = git(repo(), 'rev-parse', 'main');
+    commitInSource('moved.txt', 'moved\n');
+    const r = await fork('demo', 'm');
+    expect(r.status).toBe(201);
+    expect(containerNamed(server().instance, 'demo~m')).toBe(warm);
+    // The fetch before the fork moved main: the fork starts there, not at the commit the warm worktree was made at.
+    const moved = git(repo(), 'rev-parse', 'main');
+    expect(moved).not.toBe(prepared);
+    expect(git(repo(), 'rev-parse', 'grove/m')).toBe(moved);
+    expect(dockerExec(warm, ['cat', '/workspace/moved.txt']).out).toBe('moved\n');
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'status', '--porcelain']).out.trim()).toBe('');
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', 'HEAD']).out.trim()).toBe(moved);
+    expect((await server().api('DELETE', '/api/workspaces/demo~m')).status).toBe(200);
+    // The next warm sandbox is prepared at the new tip and serves the next fork with it.
+    await readyWarm();
   });
 
   it('never gives one warm sandbox to two concurrent forks', async () => {

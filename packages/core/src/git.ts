@@ -193,6 +193,22 @@ export async function ensureWorktree(
 }
 
 /**
+ * A worktree at `path` (an empty dir) checked out detached at commit, made ahead of the fork that will own it (a warm
+ * sandbox's, pool.ts). Returns its admin dir. Under the repository lock.
+ */
+export async function addDetachedWorktree(repo: string, path: string, commit: string): Promise<string> {
+  return addWorktree(repo, ['worktree', 'add', '--quiet', '--detach', path, commit], 'git worktree add --detach');
+}
+
+/**
+ * Create refs/heads/<branch> at commit, only if no such branch exists (update-ref's empty old value). False when it
+ * exists or cannot be made: the caller takes the usual path. Under the repository lock.
+ */
+export async function createBranchAt(repo: string, branch: string, commit: string): Promise<boolean> {
+  return (await rawOrNull(repo, ['update-ref', '-m', `branch: Created from ${commit}`, `refs/heads/${branch}`, commit, ''])) !== null;
+}
+
+/**
  * Remove a worktree (even a dirty or locked one): its directory, then its admin dir. No error when absent.
  * Teardown is on the user's clock, so the common case spawns no git: the admin dir is found by reading the host-written
  * `gitdir` files (worktreeAdminDir) and deleted with the directory, which is all `worktree remove --force --force` does

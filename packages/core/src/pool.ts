@@ -3,8 +3,11 @@
  * backend already answers instead of waiting for a container to start. A mount cannot be added to a running
  * container, so each warm sandbox is started on dirs of its own (<home>/pool/<id>/{worktree,sandbox-git,run,thread,
  * state}); a fork that takes it renames them to its workspace's paths (rename(2) on one filesystem: the bind mounts
- * follow the inodes), adds its worktree into the empty worktree dir, and the runtime renames the container and tells
- * its backend the slug (WorkspaceRuntime.claimWarm). With disk quotas the worktree, state and git dirs live in the warm
+ * follow the inodes) and the runtime renames the container and tells its backend the slug (WorkspaceRuntime.claimWarm).
+ * The worktree is prepared when the warm sandbox is made, before its container starts (nothing has run in it while the
+ * host checks it out and chowns it): detached at the default branch's tip. A fork whose base is that commit creates its
+ * branch there and points the host-only admin dir at its path and branch (takeWorktree, moveInto); any other fork has
+ * the prepared worktree emptied in place and adds its own into the dir, as a cold fork does. With disk quotas the worktree, state and git dirs live in the warm
  * sandbox's own disk image (<id>/volume, mounted at <id>/volume/fs and mounted into the sandbox from there); a claim
  * renames that dir to volumes/<slug> and binds it onto the workspace's paths, as a cold fork's image is.
  *
@@ -16,7 +19,7 @@
  * reopen that needs the slot makes one give way (giveWay).
  */
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdir, readdir, rename } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, realpath, rename, rm } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { parseSlug, warmIdSchema } from '@grove/contracts';
@@ -25,11 +28,22 @@ import type { WorkspaceRow } from '@grove/db';
 import type { WarmSpec } from '@grove/runtime';
 import { reasonOf } from './context.ts';
 import type { GroveContext } from './context.ts';
-import { canChown, ensureDirs, isEmptyDir, removeDir } from './fsutil.ts';
+import { canChown, chownTree, ensureDirs, isEmptyDir, readRegularFile, removeDir, replaceFile } from './fsutil.ts';
+import { addDetachedWorktree, createBranchAt, resolveCommit } from './git.ts';
 import { listOverlay, overlaySettings } from './overlay.ts';
 import { under } from './paths.ts';
 import * as projects from './projects.ts';
 import { OWNER, sandboxEnv, volumeTargets } from './workspace-host.ts';
+
+/**
+ * The worktree a warm sandbox was made with: detached at the project's default branch's tip as it was then, checked
+ * out and handed to the agent's user before the container started (so before anything ran in it).
+ */
+interface PreparedWorktree {
+  readonly commit: string;
+  /** Its admin dir in <repo>/worktrees: host-only, never mounted. */
+  readonly adminDir: string;
+}
 
 /** A warm sandbox a fork took (take): its dirs go to the workspace (moveInto), then it is claimed or removed. */
 export interface WarmSandbox {
@@ -42,6 +56,8 @@ interface Entry extends WarmSandbox {
   readonly env: string;
   state: 'starting' | 'ready' | 'taken';
   readonly abort: AbortController;
+  /** Null: its worktree dir is empty and the fork adds the worktree as a cold fork does. */
+  prepared: PreparedWorktree | null;
 }
 
 /** A warm sandbox's dirs, and where each goes in its workspace. */
@@ -120,7 +136,7 @@ export class WarmPool {
    * ran in them, but only real directories move, and the worktree must still be empty: the add would otherwise
    * replace the directory the container has mounted.
    */
-  async moveInto(w: WarmSandbox, row: WorkspaceRow): Promise<void> {
+  async moveInto(w: WarmSandbox, row: WorkspaceRow, o: { prepared: boolean }): Promise<void> {
     const { paths, volumes } = this.ctx;
     const from = this.dirsOf(w.id);
     const to: Record<WarmDir, string> = {
@@ -139,7 +155,8 @@ export class WarmPool {
       const st = await lstat(from[d]);
       if (!st.isDirectory()) throw new Error(`the warm sandbox's ${d} is not a directory`);
     }
-    if (!(await lstat(inside)).isDirectory() || !(await isEmptyDir(inside))) throw new Error("the warm sandbox's worktree is not an empty directory");
+    if (!(await lstat(inside)).isDirectory()) throw new Error("the warm sandbox's worktree is not a directory");
+    if (!o.prepared && !(await isEmptyDir(inside))) throw new Error("the warm sandbox's worktree is not an empty directory");
     for (const d of moved) {
       // The roots stay root's and traversable (the sandbox-git root must not be the agent's: sandbox-git.ts).
       await mkdir(dirname(to[d]), { recursive: true, mode: 0o755 });
@@ -149,6 +166,35 @@ export class WarmPool {
       await volumes.adoptWarm(this.volumeOf(w.id), row.slug);
       if (!(await volumes.ensure(row.slug, volumeTargets(this.ctx, row), { create: false }))) throw new Error("the warm sandbox's disk image is gone");
     }
+    const prepared = this.entries.get(w.id)?.prepared;
+    if (o.prepared && prepared) {
+      // The worktree is at the workspace's path now: its admin dir says so (what `git worktree add` would have written
+      // there), and its HEAD names the fork's branch, which takeWorktree created at the same commit. Both are files of
+      // the host's admin dir; nothing in the worktree is read.
+      const gitdir = join(await realpath(to.worktree), '.git');
+      await replaceFile({ target: join(prepared.adminDir, 'gitdir'), tmpDir: prepared.adminDir, content: Buffer.from(`${gitdir}\n`), owner: null });
+      await replaceFile({ target: join(prepared.adminDir, 'HEAD'), tmpDir: prepared.adminDir, content: Buffer.from(`ref: refs/heads/${row.branch}\n`), owner: null });
+    }
+  }
+
+  /**
+   * Under the repository lock, before moveInto: whether the warm sandbox's prepared worktree serves this fork. It does
+   * when it is still detached at the fork's base commit and the fork's branch could be created there (it did not
+   * exist); then the branch exists on return (returns its admin dir), and moveInto points the worktree at it. Else the
+   * prepared worktree is dropped (its dir emptied in place, the container's mount stays on it, its admin dir removed)
+   * and the fork adds its worktree as a cold one does (returns null).
+   */
+  async takeWorktree(w: WarmSandbox, branch: string, baseCommit: string): Promise<string | null> {
+    const e = this.entries.get(w.id);
+    const prepared = e?.prepared;
+    if (!e || !prepared) return null;
+    const repo = this.ctx.paths.repo(w.project);
+    // The admin dir is the host's own, but it is checked, not assumed: a real dir whose HEAD is the commit it was made at.
+    const head = (await lstat(prepared.adminDir).catch(() => null))?.isDirectory() ? await readRegularFile(join(prepared.adminDir, 'HEAD'), 256) : null;
+    if (prepared.commit === baseCommit && head?.toString('utf8').trim() === baseCommit && (await createBranchAt(repo, branch, baseCommit))) return prepared.adminDir;
+    this.ctx.log.info({ pool: w.id, branch, base: baseCommit, prepared: prepared.commit }, "the warm sandbox's prepared worktree does not fit this fork; adding the fork's own");
+    await this.dropWorktree(e);
+    return null;
   }
 
   /** A fork's claim succeeded: the sandbox is its workspace's now, and its (emptied) pool dir goes. Never throws. */
@@ -264,7 +310,7 @@ export class WarmPool {
     this.skipped.delete(project);
     const env = sandboxEnv(ctx, config);
     const id = randomBytes(6).toString('hex');
-    const entry: Entry = { id, project, env: JSON.stringify(env), state: 'starting', abort: new AbortController() };
+    const entry: Entry = { id, project, env: JSON.stringify(env), state: 'starting', abort: new AbortController(), prepared: null };
     this.entries.set(id, entry);
     const t0 = Date.now();
     try {
@@ -281,6 +327,9 @@ export class WarmPool {
       if (!disk) await ensureDirs([d.worktree, d['sandbox-git'], d.state], canChown() ? OWNER : undefined);
       await ensureDirs([d.run, d.thread]);
       if (canChown()) for (const dir of [d.run, d.thread]) await chmod(dir, 0o700);
+      // The next fork's worktree, checked out now rather than while that fork waits (takeWorktree), before the container
+      // starts: nothing has run in the sandbox while the host writes and chowns it.
+      entry.prepared = await this.prepareWorktree(project, disk?.worktree ?? d.worktree);
       const spec: WarmSpec = {
         pool: id,
         project,
@@ -314,18 +363,62 @@ export class WarmPool {
   private async discard(e: Entry): Promise<void> {
     this.entries.delete(e.id);
     e.abort.abort(new Error('warm sandbox discarded'));
-    await this.removeWarm(e.id);
+    await this.removeWarm(e.id, e);
   }
 
-  private async removeWarm(id: string): Promise<void> {
+  private async removeWarm(id: string, e?: Entry): Promise<void> {
     try {
       await this.ctx.runtime.discardWarm(id);
+      // Its prepared worktree's admin dir, unless a fork took the worktree (its admin dir is that workspace's now).
+      const prepared = e?.prepared;
+      if (e && prepared) await this.ctx.lock.withLock(e.project, () => this.dropAdminDir(e, prepared));
       // Its disk image (if a claim did not take it) is unmounted before the dir goes: rm -r must not reach into it.
       await this.ctx.volumes?.destroyWarm(this.volumeOf(id));
       await removeDir(this.ctx.paths.warm(id));
     } catch (err) {
       this.ctx.log.warn({ err, pool: id }, `could not remove warm sandbox ${id}: ${reasonOf(err)}`);
     }
+  }
+
+  /**
+   * The project's default branch checked out detached into dir (empty, the warm sandbox's worktree dir), handed to the
+   * agent's user as a fork's is. Null when it cannot be (logged): the warm sandbox serves with an empty worktree dir.
+   */
+  private async prepareWorktree(project: string, dir: string): Promise<PreparedWorktree | null> {
+    const { ctx } = this;
+    try {
+      return await ctx.lock.withLock(project, async () => {
+        const p = await ctx.store.project(project);
+        const repo = ctx.paths.repo(project);
+        const commit = p ? await resolveCommit(repo, p.defaultBranch) : null;
+        if (!commit) return null;
+        const adminDir = await addDetachedWorktree(repo, dir, commit);
+        await chownTree(dir, OWNER.uid, OWNER.gid);
+        return { commit, adminDir };
+      });
+    } catch (err) {
+      ctx.log.warn({ err, project }, `warm sandbox without a prepared worktree: ${reasonOf(err)}`);
+      await emptyDir(dir);
+      return null;
+    }
+  }
+
+  /** A prepared worktree no fork takes: its dir emptied in place (the container mounts it) and its admin dir removed. */
+  private async dropWorktree(e: Entry): Promise<void> {
+    const prepared = e.prepared;
+    if (!prepared) return;
+    await emptyDir(this.ctx.volumes ? join(this.volumeOf(e.id), 'fs', 'worktree') : this.dirsOf(e.id).worktree);
+    await this.dropAdminDir(e, prepared);
+  }
+
+  /** The admin dir of a prepared worktree still in the pool (its gitdir names the pool's path). Under the lock. */
+  private async dropAdminDir(e: Entry, prepared: PreparedWorktree): Promise<void> {
+    const root = this.ctx.paths.warm(e.id);
+    const real = await realpath(root).catch(() => root);
+    const gitdir = (await readRegularFile(join(prepared.adminDir, 'gitdir'), 4096))?.toString('utf8').trim() ?? null;
+    if (gitdir !== null && !gitdir.startsWith(`${root}/`) && !gitdir.startsWith(`${real}/`)) return;
+    await rm(prepared.adminDir, { recursive: true, force: true });
+    e.prepared = null;
   }
 
   /** Whether the project has read-only overlay files (read only: no write to the repository outside its lock). */
@@ -342,4 +435,9 @@ export class WarmPool {
     const root = this.ctx.paths.warm(id);
     return { worktree: join(root, 'worktree'), 'sandbox-git': join(root, 'sandbox-git'), run: join(root, 'run'), thread: join(root, 'thread'), state: join(root, 'state') };
   }
+}
+
+/** Remove what is in dir, keeping dir itself (a container may have it mounted); rm never follows a link. */
+async function emptyDir(dir: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) await rm(join(dir, name), { recursive: true, force: true });
 }
