@@ -40,15 +40,15 @@ function fullId(id: string): string {
   return execFileSync('docker', ['inspect', '--format', '{{.Id}}', id], { encoding: 'utf8' }).trim();
 }
 
-async function capacity(): Promise<Capacity> {
-  return (await server().api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity;
+async function capacity(on = server()): Promise<Capacity> {
+  return (await on.api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity;
 }
 
 /** One warm sandbox ready (capacity says so, and the engine has it): its full id. */
-async function readyWarm(): Promise<string> {
+async function readyWarm(on = server()): Promise<string> {
   return waitFor('a ready warm sandbox', async () => {
-    const ids = warmIds(server().instance);
-    return (await capacity()).warm === 1 && ids.length === 1 ? fullId(ids[0] ?? '') : null;
+    const ids = warmIds(on.instance);
+    return (await capacity(on)).warm === 1 && ids.length === 1 ? fullId(ids[0] ?? '') : null;
   });
 }
 
@@ -70,14 +70,14 @@ async function fork(project: string, name: string): Promise<{ status: number; bo
   return server().api<{ workspace: Workspace }>('POST', '/api/workspaces', { project, name });
 }
 
-async function events(slug: string): Promise<GroveEvent[]> {
-  return (await server().api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(slug)}`)).body.events;
+async function events(slug: string, on = server()): Promise<GroveEvent[]> {
+  return (await on.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(slug)}`)).body.events;
 }
 
 /** The scripted agent writes a file; the host sees it in the workspace's worktree (the mounts followed the rename). */
-async function agentWrites(slug: string, name: string, file: string, text: string): Promise<void> {
-  expect((await server().api('POST', `/w/${slug}/messages`, { text: `write ${file} ${text}` })).status).toBe(202);
-  const at = path.join(home, 'worktrees', 'demo', name, file);
+async function agentWrites(slug: string, name: string, file: string, text: string, on = server()): Promise<void> {
+  expect((await on.api('POST', `/w/${slug}/messages`, { text: `write ${file} ${text}` })).status).toBe(202);
+  const at = path.join(on.home, 'worktrees', 'demo', name, file);
   await waitFor(`${file} in ${slug}'s worktree`, async () => fs.existsSync(at) && fs.readFileSync(at, 'utf8') === text);
 }
 
@@ -200,11 +200,15 @@ describe('warm pool', () => {
   });
 
   it('stops, reopens and tears down a claimed workspace like any other', async () => {
-    await readyWarm();
+    const warm = await readyWarm();
     expect((await server().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~a/stop')).body.workspace.state).toBe('stopped');
     const reopened = await server().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~a/start');
     expect(reopened.status).toBe(200);
     expect(reopened.body.workspace.state).toBe('running');
+    // Under disk quotas (this server's default) a reopen starts cold: the work is in the workspace's own disk image,
+    // which a warm sandbox's mounts (dirs of its own image) cannot be moved onto (pool.ts's takeForReopen).
+    expect((await events('demo~a')).filter((e) => e.type === 'sandbox.started').at(-1)?.data.warm).toBeUndefined();
+    expect(warmIds(server().instance).map(fullId)).toEqual([warm]);
     expect((await server().api<{ slug: string }>('GET', '/w/demo~a/health')).body.slug).toBe('demo~a');
     const id = containerNamed(server().instance, 'demo~a') ?? '';
     expect(dockerExec(id, ['cat', '/workspace/hello.txt']).out).toBe('from-a');
@@ -281,5 +285,63 @@ describe('GROVE_WARM_POOL=0', () => {
     expect(cap.warm).toBeUndefined();
     expect(warmIds(off.instance)).toEqual([]);
     expect(fs.existsSync(path.join(offHome, 'pool'))).toBe(false);
+  });
+});
+
+describe('reopening through the pool (no disk quotas)', () => {
+  let rHome = '';
+  let r: RunningServer | undefined;
+  const on = (): RunningServer => {
+    if (!r) throw new Error('server not started');
+    return r;
+  };
+  beforeAll(async () => {
+    rHome = makeHome('pool-reopen');
+    r = await startServer({ home: rHome, env: { GROVE_WARM_POOL: '1', GROVE_MAX_RUNNING: String(CAP), GROVE_DISK_QUOTA: '0' } });
+    await waitRunning(r, 'demo');
+  });
+  afterAll(async () => {
+    await r?.stop().catch(() => undefined);
+    if (rHome) cleanup(rHome);
+  });
+
+  it('reopens a stopped workspace in the ready warm sandbox, with its worktree, thread and agent state, and refills', async () => {
+    await readyWarm(on());
+    expect((await on().api('POST', '/api/workspaces', { project: 'demo', name: 'r' })).status).toBe(201);
+    await agentWrites('demo~r', 'r', 'kept.txt', 'before-stop', on());
+    const thread = async () => (await on().api<{ lines: Array<{ kind: string }> }>('GET', '/w/demo~r/thread')).body.lines;
+    const before = await waitFor('the turn in the thread', async () => {
+      const lines = await thread();
+      return lines.some((l) => l.kind === 'turn_end') ? lines : null;
+    });
+    const state = path.join(rHome, 'state', 'demo~r');
+    fs.writeFileSync(path.join(state, 'agent-note'), 'agent state\n');
+    const branch = git(path.join(rHome, 'repos', 'demo'), 'rev-parse', 'grove/r');
+
+    const warm = await readyWarm(on());
+    expect((await on().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~r/stop')).body.workspace.state).toBe('stopped');
+    const reopened = await on().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~r/start');
+    expect(reopened.status).toBe(200);
+    expect(reopened.body.workspace.state).toBe('running');
+    const started = (await events('demo~r', on())).filter((e) => e.type === 'sandbox.started').at(-1);
+    expect(started?.data).toMatchObject({ containerId: warm, warm: true });
+    expect(containerNamed(on().instance, 'demo~r')).toBe(warm);
+    expect((await on().api<{ slug: string }>('GET', '/w/demo~r/health')).body.slug).toBe('demo~r');
+    // The work is there, inside the warm sandbox: the worktree's file, git on the workspace's branch, the agent's
+    // state dir, and the thread as it was.
+    expect(dockerExec(warm, ['cat', '/workspace/kept.txt']).out).toBe('before-stop');
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', '--abbrev-ref', 'HEAD']).out.trim()).toBe('grove/r');
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', 'HEAD']).out.trim()).toBe(branch);
+    expect(dockerExec(warm, ['cat', '/home/grove/.claude/agent-note']).out).toBe('agent state\n');
+    expect(await thread()).toEqual(before);
+    // Where the host keeps them, nothing is left in the pool's dir, and the agent goes on working.
+    expect(fs.readFileSync(path.join(rHome, 'worktrees', 'demo', 'r', 'kept.txt'), 'utf8')).toBe('before-stop');
+    await agentWrites('demo~r', 'r', 'after.txt', 'after-reopen', on());
+    const next = await readyWarm(on());
+    expect(next).not.toBe(warm);
+    expect(fs.readdirSync(path.join(rHome, 'pool'))).toHaveLength(1);
+    // And it tears down like any workspace.
+    expect((await on().api('DELETE', '/api/workspaces/demo~r')).status).toBe(200);
+    expect(fs.existsSync(path.join(rHome, 'worktrees', 'demo', 'r'))).toBe(false);
   });
 });

@@ -502,6 +502,7 @@ export class Lifecycle {
     const { slug, project } = row;
     await ctx.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
     let step: Step = 'worktree';
+    let warm: WarmSandbox | null = null;
     try {
       const repo = paths.repo(project);
       const path = paths.worktree(project, row.name);
@@ -521,12 +522,26 @@ export class Lifecycle {
       await prepareDirs(ctx, slug, { fresh: false });
       // The one read of the config for this start (an invalid one fails the start here, as before).
       const config = await projects.readConfig(ctx, project);
-      // A reopen starts cold: a warm sandbox that holds the slot it needs gives way.
-      await this.parts.pool.giveWay();
+      const { pool } = this.parts;
+      // A warm sandbox takes the workspace's dirs (pool.moveUnder; not with disk images: takeForReopen says why), else
+      // one that holds the slot this reopen needs gives way.
+      warm = await pool.takeForReopen(project, config);
+      if (warm) {
+        const w = warm;
+        // The stopped container goes (the claim renames the warm one to its name) while the dirs move.
+        const done = await Promise.allSettled([ctx.runtime.remove(slug), ctx.lock.withLock(project, () => pool.moveUnder(w, row))]);
+        const failed = done.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
+      } else {
+        await pool.giveWay();
+      }
+      checkAbort(signal);
 
-      const { running, containerId } = await this.bringUp(row, signal, { verb: 'started', config, at: (s) => (step = s) });
-      await ctx.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
-      return toWorkspace(running);
+      const up = await this.bringUp(row, signal, { verb: 'started', config, at: (s) => (step = s), warm });
+      if (warm && up.warm) await pool.claimed(warm);
+      warm = null;
+      await ctx.emit(slug, 'workspace.started', { workspaceId: id, containerId: up.containerId, ms: Date.now() - t0 });
+      return toWorkspace(up.running);
     } catch (e) {
       const reason = reasonOf(e);
       ctx.log.error({ err: e, slug, step }, `start of ${slug} failed at ${step}: ${reason}`);
@@ -536,6 +551,8 @@ export class Lifecycle {
       } catch (err) {
         ctx.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
+      // A warm sandbox it took is never handed out again (the dirs it moved are the workspace's, and stay).
+      if (warm) await this.parts.pool.release(warm);
       await store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       await ctx.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void promoteQueue(ctx, this); // the slot this start held is free again

@@ -11,6 +11,14 @@
  * sandbox's own disk image (<id>/volume, mounted at <id>/volume/fs and mounted into the sandbox from there); a claim
  * renames that dir to volumes/<slug> and binds it onto the workspace's paths, as a cold fork's image is.
  *
+ * A reopen takes one too, without disk images (takeForReopen, moveUnder): the stopped workspace's worktree, sandbox
+ * git dir, state and thread are renamed entry by entry into the warm sandbox's mounted dirs, which then take the
+ * workspace's paths. With disk quotas a reopen starts cold: the work is in the workspace's own disk image and the warm
+ * sandbox mounts dirs of another filesystem (its own image), so nothing can be renamed across, and a copy of the work
+ * costs more than the cold start saves. Making it possible would take mounts that reach a running container
+ * (rslave propagation on the warm sandbox's binds, so a bind made on the host later shows inside), a change to every
+ * sandbox's hardened mount set that this does not make.
+ *
  * Rules: a warm sandbox is made with the same driver path, limits, image and egress floor as any (no gate at all
  * until it is claimed, and no agent process runs in it before); one is taken synchronously from the check to the
  * mark, so two forks never get the same one; a failed claim or fork removes it, and one a previous process left is
@@ -19,7 +27,7 @@
  * reopen that needs the slot makes one give way (giveWay).
  */
 import { existsSync } from 'node:fs';
-import { chmod, lstat, mkdir, readdir, realpath, rename, rm } from 'node:fs/promises';
+import { chmod, lstat, mkdir, readdir, realpath, rename, rm, rmdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { dirname, join } from 'node:path';
 import { parseSlug, warmIdSchema } from '@grove/contracts';
@@ -114,6 +122,22 @@ export class WarmPool {
     this.target = project;
     if (existsSync(worktreePath)) return null;
     if (await this.mountsOverlay(project, config)) return null;
+    return this.pick(project, config, 'a fork');
+  }
+
+  /**
+   * A ready warm sandbox for reopening a stopped workspace of `project`, marked taken, or null (the reopen starts cold).
+   * Only without disk images: a stopped workspace's files are in its own image and a warm sandbox's mounts are dirs of
+   * another (its own), and a file cannot be renamed from one filesystem to another; moving them would be a copy of
+   * the whole worktree, slower than the cold start it saves (see the header).
+   */
+  async takeForReopen(project: string, config: ProjectConfig): Promise<WarmSandbox | null> {
+    if (!this.enabled || this.closed || this.ctx.volumes) return null;
+    if (await this.mountsOverlay(project, config)) return null;
+    return this.pick(project, config, 'a reopen');
+  }
+
+  private pick(project: string, config: ProjectConfig, by: string): WarmSandbox | null {
     const env = JSON.stringify(sandboxEnv(this.ctx, config));
     // From here to the mark nothing awaits: one fork per warm sandbox.
     for (const e of this.entries.values()) {
@@ -124,7 +148,7 @@ export class WarmPool {
         continue;
       }
       e.state = 'taken';
-      this.ctx.log.info({ pool: e.id, project }, 'warm sandbox taken by a fork');
+      this.ctx.log.info({ pool: e.id, project }, `warm sandbox taken by ${by}`);
       return e;
     }
     return null;
@@ -174,6 +198,61 @@ export class WarmPool {
       const gitdir = join(await realpath(to.worktree), '.git');
       await replaceFile({ target: join(prepared.adminDir, 'gitdir'), tmpDir: prepared.adminDir, content: Buffer.from(`${gitdir}\n`), owner: null });
       await replaceFile({ target: join(prepared.adminDir, 'HEAD'), tmpDir: prepared.adminDir, content: Buffer.from(`ref: refs/heads/${row.branch}\n`), owner: null });
+    }
+  }
+
+  /**
+   * A reopen's counterpart of moveInto, under the repository lock (no disk images: takeForReopen). The stopped
+   * workspace's worktree, sandbox git dir, state and thread keep their paths but move into the warm sandbox's (mounted)
+   * dirs: each entry is renamed into the warm dir (rename(2) moves a link or a FIFO as itself and follows nothing; no
+   * agent runs while its workspace is stopped), then the emptied workspace dir goes and the warm one is renamed to its
+   * path, so the running container's mounts see the work. The run dir holds only sockets of the last run: the warm
+   * one (its backend's socket in it) takes its place. A dir that cannot be moved has what was moved put back.
+   */
+  async moveUnder(w: WarmSandbox, row: WorkspaceRow): Promise<void> {
+    const { paths } = this.ctx;
+    const e = this.entries.get(w.id);
+    if (!e) throw new Error(`the warm sandbox ${w.id} is not the pool's`);
+    const from = this.dirsOf(w.id);
+    const to: Record<WarmDir, string> = {
+      worktree: paths.worktree(row.project, row.name),
+      'sandbox-git': paths.sandboxGit(row.slug),
+      run: paths.run(row.slug),
+      thread: paths.thread(row.slug),
+      state: paths.state(row.slug),
+    };
+    // The reopen has its own worktree: the one prepared for a fork goes first.
+    await this.dropWorktree(e);
+    for (const d of DIRS) {
+      const [warm, mine] = await Promise.all([lstat(from[d]), lstat(to[d]).catch(() => null)]);
+      // Its run dir holds its backend's socket; the others hold nothing (the prepared worktree was dropped above).
+      if (!warm.isDirectory() || (d !== 'run' && !(await isEmptyDir(from[d])))) throw new Error(`the warm sandbox's ${d} is not an empty directory`);
+      if (mine && !mine.isDirectory()) throw new Error(`${to[d]} is not a directory`);
+      if (mine && mine.dev !== warm.dev) throw new Error(`${to[d]} is on another filesystem than the warm sandbox's ${d}`);
+    }
+    for (const d of DIRS) {
+      await mkdir(dirname(to[d]), { recursive: true, mode: 0o755 });
+      if (d === 'run' || !existsSync(to[d])) {
+        await removeDir(to[d]);
+        await rename(from[d], to[d]);
+        continue;
+      }
+      await moveEntries(to[d], from[d]);
+      // The emptied dir steps aside rather than going first, so a failed swap can put everything back where it was.
+      const aside = `${to[d]}.grove-${randomBytes(4).toString('hex')}`;
+      try {
+        await rename(to[d], aside);
+        try {
+          await rename(from[d], to[d]);
+        } catch (err) {
+          await rename(aside, to[d]);
+          throw err;
+        }
+      } catch (err) {
+        await moveEntries(from[d], to[d]);
+        throw err;
+      }
+      await rmdir(aside);
     }
   }
 
@@ -434,6 +513,20 @@ export class WarmPool {
   private dirsOf(id: string): Record<WarmDir, string> {
     const root = this.ctx.paths.warm(id);
     return { worktree: join(root, 'worktree'), 'sandbox-git': join(root, 'sandbox-git'), run: join(root, 'run'), thread: join(root, 'thread'), state: join(root, 'state') };
+  }
+}
+
+/** Every entry of `from` renamed into `to` (empty); on a failure the ones moved go back and the error is thrown. */
+async function moveEntries(from: string, to: string): Promise<void> {
+  const moved: string[] = [];
+  try {
+    for (const name of await readdir(from)) {
+      await rename(join(from, name), join(to, name));
+      moved.push(name);
+    }
+  } catch (e) {
+    for (const name of moved) await rename(join(to, name), join(from, name)).catch(() => undefined);
+    throw e;
   }
 }
 
