@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GroveEvent, ListWorkspacesResponse, Workspace } from '@grove/contracts';
-import { cleanup, containerOf, containersOf, git, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+import { cleanup, containerOf, git, makeHome, startServer, waitFor, waitRunning, workspaceContainersOf, type RunningServer } from './harness.ts';
 
 const home = makeHome('crash');
 let s: RunningServer;
@@ -46,9 +46,9 @@ describe('crash during a fork', () => {
     const live = all.body.workspaces.filter((w) => w.slug === slug && ['creating', 'running', 'stopped', 'tearing-down'].includes(w.state));
     expect(live.length).toBeLessThanOrEqual(1);
     expect(all.body.capacity.creating).toBe(0);
-    // Every container of this Grove belongs to a live workspace.
+    // Every container of this Grove belongs to a live workspace (or is a warm sandbox, with GROVE_WARM_POOL on).
     const liveSlugs = all.body.workspaces.filter((w) => w.state === 'running' || w.state === 'stopped').map((w) => w.slug);
-    expect(containersOf(s.instance).length).toBe(liveSlugs.filter((sl) => containerOf(s.instance, sl)).length);
+    expect(workspaceContainersOf(s.instance).length).toBe(liveSlugs.filter((sl) => containerOf(s.instance, sl)).length);
     // The name can be used (again) afterwards.
     if (live.length === 0) expect((await s.api('POST', '/api/workspaces', { project: 'demo', name })).status).toBe(201);
     await s.api('DELETE', `/api/workspaces/${slug}`);

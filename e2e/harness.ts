@@ -138,6 +138,15 @@ export async function waitRunning(s: RunningServer, slug: string): Promise<Works
   });
 }
 
+/** The workspaces' containers of an instance: containersOf less the warm sandboxes no fork has claimed yet. */
+export function workspaceContainersOf(instance: string): string[] {
+  const out = execFileSync('docker', ['ps', '-a', '--filter', `label=grove.instance=${instance}`, '--format', '{{.ID}} {{.Names}}'], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .filter((l) => l && !l.includes(`grove-${instance}_warm-`))
+    .map((l) => l.split(' ')[0] ?? '');
+}
+
 export function containersOf(instance: string, all = true): string[] {
   const out = execFileSync('docker', ['ps', ...(all ? ['-a'] : []), '-q', '--filter', `label=grove.instance=${instance}`], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean);

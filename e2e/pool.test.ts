@@ -142,6 +142,8 @@ describe('warm pool', () => {
     const worktrees = git(repo(), 'worktree', 'list', '--porcelain');
     expect(worktrees).toContain(`worktree ${path.join(fs.realpathSync(home), 'worktrees', 'demo', 'a')}\nHEAD `);
     expect(worktrees).toContain('branch refs/heads/grove/a');
+    // Its admin dir is named as `git worktree add` names a cold fork's (after the worktree), not after the pool's dir.
+    expect(fs.readFileSync(path.join(repo(), 'worktrees', 'a', 'gitdir'), 'utf8').trim()).toBe(path.join(fs.realpathSync(home), 'worktrees', 'demo', 'a', '.git'));
 
     const next = await readyWarm();
     expect(next).not.toBe(warm);

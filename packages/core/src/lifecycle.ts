@@ -295,14 +295,14 @@ export class Lifecycle {
     // The warm sandbox's worktree, checked out at the base already: the fork's branch is made there (takeWorktree).
     let adopted: string | null = null;
     if (undo.warm) {
-      adopted = await this.parts.pool.takeWorktree(undo.warm, row.branch, baseCommit);
-      if (adopted) undo.branchCreated = true;
+      const prepared = await this.parts.pool.takeWorktree(undo.warm, row.branch, baseCommit);
+      if (prepared) undo.branchCreated = true;
       lap('take');
       // The warm sandbox's dirs take the workspace's places, over nothing (an earlier workspace's are archived or removed).
       await archive(ctx, slug, ['thread', 'state']);
       await removeDir(paths.run(slug));
       await removeDir(paths.sandboxGit(slug));
-      await this.parts.pool.moveInto(undo.warm, row, { prepared: adopted !== null });
+      adopted = await this.parts.pool.moveInto(undo.warm, row, { prepared });
     } else if (ctx.volumes) {
       await archive(ctx, slug, ['state']);
       await removeDir(paths.sandboxGit(slug));

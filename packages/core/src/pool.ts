@@ -29,7 +29,7 @@
 import { existsSync } from 'node:fs';
 import { chmod, lstat, mkdir, readdir, realpath, rename, rm, rmdir } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { parseSlug, warmIdSchema } from '@grove/contracts';
 import type { GroveEvent, ProjectConfig } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
@@ -160,7 +160,7 @@ export class WarmPool {
    * ran in them, but only real directories move, and the worktree must still be empty: the add would otherwise
    * replace the directory the container has mounted.
    */
-  async moveInto(w: WarmSandbox, row: WorkspaceRow, o: { prepared: boolean }): Promise<void> {
+  async moveInto(w: WarmSandbox, row: WorkspaceRow, o: { prepared: boolean }): Promise<string | null> {
     const { paths, volumes } = this.ctx;
     const from = this.dirsOf(w.id);
     const to: Record<WarmDir, string> = {
@@ -190,15 +190,25 @@ export class WarmPool {
       await volumes.adoptWarm(this.volumeOf(w.id), row.slug);
       if (!(await volumes.ensure(row.slug, volumeTargets(this.ctx, row), { create: false }))) throw new Error("the warm sandbox's disk image is gone");
     }
-    const prepared = this.entries.get(w.id)?.prepared;
-    if (o.prepared && prepared) {
-      // The worktree is at the workspace's path now: its admin dir says so (what `git worktree add` would have written
-      // there), and its HEAD names the fork's branch, which takeWorktree created at the same commit. Both are files of
-      // the host's admin dir; nothing in the worktree is read.
-      const gitdir = join(await realpath(to.worktree), '.git');
-      await replaceFile({ target: join(prepared.adminDir, 'gitdir'), tmpDir: prepared.adminDir, content: Buffer.from(`${gitdir}\n`), owner: null });
-      await replaceFile({ target: join(prepared.adminDir, 'HEAD'), tmpDir: prepared.adminDir, content: Buffer.from(`ref: refs/heads/${row.branch}\n`), owner: null });
+    const e = this.entries.get(w.id);
+    const prepared = e?.prepared;
+    if (!o.prepared) return null;
+    if (!e || !prepared) throw new Error(`the warm sandbox ${w.id} has no prepared worktree any more`);
+    // The worktree is at the workspace's path now: its admin dir says so (what `git worktree add` would have written
+    // there), and its HEAD names the fork's branch, which takeWorktree created at the same commit. All are files of
+    // the host's admin dir; nothing in the worktree is read. The admin dir takes the name `git worktree add` would
+    // have given it (the worktree's basename) when that is free, so the layout is a cold fork's.
+    let adminDir = prepared.adminDir;
+    const named = join(dirname(adminDir), basename(to.worktree));
+    if (!existsSync(named)) {
+      await rename(adminDir, named);
+      adminDir = named;
+      e.prepared = { ...prepared, adminDir };
     }
+    const gitdir = join(await realpath(to.worktree), '.git');
+    await replaceFile({ target: join(adminDir, 'gitdir'), tmpDir: adminDir, content: Buffer.from(`${gitdir}\n`), owner: null });
+    await replaceFile({ target: join(adminDir, 'HEAD'), tmpDir: adminDir, content: Buffer.from(`ref: refs/heads/${row.branch}\n`), owner: null });
+    return adminDir;
   }
 
   /**
@@ -259,21 +269,21 @@ export class WarmPool {
   /**
    * Under the repository lock, before moveInto: whether the warm sandbox's prepared worktree serves this fork. It does
    * when it is still detached at the fork's base commit and the fork's branch could be created there (it did not
-   * exist); then the branch exists on return (returns its admin dir), and moveInto points the worktree at it. Else the
-   * prepared worktree is dropped (its dir emptied in place, the container's mount stays on it, its admin dir removed)
-   * and the fork adds its worktree as a cold one does (returns null).
+   * exist); then the branch exists on return (true), and moveInto points the worktree at it. Else the prepared
+   * worktree is dropped (its dir emptied in place, the container's mount stays on it, its admin dir removed) and the
+   * fork adds its worktree as a cold one does (false).
    */
-  async takeWorktree(w: WarmSandbox, branch: string, baseCommit: string): Promise<string | null> {
+  async takeWorktree(w: WarmSandbox, branch: string, baseCommit: string): Promise<boolean> {
     const e = this.entries.get(w.id);
     const prepared = e?.prepared;
-    if (!e || !prepared) return null;
+    if (!e || !prepared) return false;
     const repo = this.ctx.paths.repo(w.project);
     // The admin dir is the host's own, but it is checked, not assumed: a real dir whose HEAD is the commit it was made at.
     const head = (await lstat(prepared.adminDir).catch(() => null))?.isDirectory() ? await readRegularFile(join(prepared.adminDir, 'HEAD'), 256) : null;
-    if (prepared.commit === baseCommit && head?.toString('utf8').trim() === baseCommit && (await createBranchAt(repo, branch, baseCommit))) return prepared.adminDir;
+    if (prepared.commit === baseCommit && head?.toString('utf8').trim() === baseCommit && (await createBranchAt(repo, branch, baseCommit))) return true;
     this.ctx.log.info({ pool: w.id, branch, base: baseCommit, prepared: prepared.commit }, "the warm sandbox's prepared worktree does not fit this fork; adding the fork's own");
     await this.dropWorktree(e);
-    return null;
+    return false;
   }
 
   /** A fork's claim succeeded: the sandbox is its workspace's now, and its (emptied) pool dir goes. Never throws. */
