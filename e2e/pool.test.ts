@@ -232,6 +232,8 @@ describe('warm pool', () => {
     expect(fresh).not.toBe(old);
     expect(execFileSync('docker', ['ps', '-aq', '--no-trunc'], { encoding: 'utf8' })).not.toContain(old);
     expect(fs.readdirSync(path.join(home, 'pool'))).toHaveLength(1);
+    // The old one's prepared worktree is gone from the project's worktrees too (pruned at reconcile).
+    expect(git(repo(), 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree ') && l.includes(`${path.sep}pool${path.sep}`))).toHaveLength(1);
     // The workspace that claimed a warm sandbox before the restart is reconciled as running, in its own container.
     expect((await server().api<{ workspace: Workspace }>('GET', '/api/workspaces/demo~b')).body.workspace.state).toBe('running');
     expect(containerNamed(server().instance, 'demo~b')).toBe(b);

@@ -434,8 +434,8 @@ export class WarmPool {
       };
       await ctx.runtime.startWarm(spec, { signal: entry.abort.signal });
       if (entry.state !== 'starting' || !this.entries.has(id)) {
-        // Gave way while it started: its removal may have run before the container existed.
-        await this.removeWarm(id);
+        // Gave way while it started: its removal may have run before the container (or its prepared worktree) existed.
+        await this.removeWarm(id, entry);
         return false;
       }
       entry.state = 'ready';
