@@ -344,6 +344,25 @@ describe('reopening through the pool (no disk quotas)', () => {
     const next = await readyWarm(on());
     expect(next).not.toBe(warm);
     expect(fs.readdirSync(path.join(rHome, 'pool'))).toHaveLength(1);
+
+    // A warm sandbox that dies behind the pool's back after the dirs moved into it: the reopen starts cold on them,
+    // with the work where it was.
+    const dead = next;
+    expect((await on().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~r/stop')).body.workspace.state).toBe('stopped');
+    execFileSync('docker', ['kill', dead], { stdio: 'ignore' });
+    const again = await on().api<{ workspace: Workspace }>('POST', '/api/workspaces/demo~r/start');
+    expect(again.status).toBe(200);
+    expect(again.body.workspace.state).toBe('running');
+    const cold = containerNamed(on().instance, 'demo~r') ?? '';
+    expect(cold).not.toBe(dead);
+    // It was taken (the dirs moved into it) and its claim failed: not a reopen that never tried.
+    expect(on().logs.some((l) => l.includes('"slug":"demo~r"') && l.includes('claiming the warm sandbox failed'))).toBe(true);
+    expect((await events('demo~r', on())).filter((e) => e.type === 'sandbox.started').at(-1)?.data.warm).toBeUndefined();
+    expect(dockerExec(cold, ['cat', '/workspace/after.txt']).out).toBe('after-reopen');
+    expect(dockerExec(cold, ['cat', '/home/grove/.claude/agent-note']).out).toBe('agent state\n');
+    expect((await thread()).length).toBeGreaterThan(before.length);
+    expect(execFileSync('docker', ['ps', '-aq', '--no-trunc'], { encoding: 'utf8' })).not.toContain(dead);
+
     // And it tears down like any workspace.
     expect((await on().api('DELETE', '/api/workspaces/demo~r')).status).toBe(200);
     expect(fs.existsSync(path.join(rHome, 'worktrees', 'demo', 'r'))).toBe(false);
