@@ -150,7 +150,7 @@ describe('warm pool', () => {
     expect(git(repo(), 'worktree', 'list', '--porcelain').split('\n').filter((l) => l.startsWith('worktree ') && l.includes(`${path.sep}pool${path.sep}`))).toHaveLength(1);
   });
 
-  it("adds the fork's own worktree in the warm sandbox when the base moved since its worktree was prepared", async () => {
+  it('moves the prepared worktree to the base when the base moved since it was prepared, files the agent can write', async () => {
     const warm = await readyWarm();
     const prepared = git(repo(), 'rev-parse', 'main');
     commitInSource('moved.txt', 'moved\n');
@@ -162,7 +162,12 @@ describe('warm pool', () => {
     expect(moved).not.toBe(prepared);
     expect(git(repo(), 'rev-parse', 'grove/m')).toBe(moved);
     expect(dockerExec(warm, ['cat', '/workspace/moved.txt']).out).toBe('moved\n');
-    expect(dockerExec(warm, ['git', '-C', '/workspace', 'status', '--porcelain']).out.trim()).toBe('');
+    expect(dockerExec(warm, ['stat', '-c', '%u', '/workspace/moved.txt']).out.trim()).toBe('1000');
+    expect(dockerExec(warm, ['sh', '-c', 'echo more >> /workspace/moved.txt']).code).toBe(0);
+    expect(fs.existsSync(path.join(repo(), 'worktrees', 'm'))).toBe(true);
+    // Moved, not dropped and added anew.
+    expect(server().logs.some((l) => l.includes('does not fit this fork') && l.includes('grove/m'))).toBe(false);
+    expect(dockerExec(warm, ['git', '-C', '/workspace', 'status', '--porcelain']).out.trim()).toBe('M moved.txt');
     expect(dockerExec(warm, ['git', '-C', '/workspace', 'rev-parse', 'HEAD']).out.trim()).toBe(moved);
     expect((await server().api('DELETE', '/api/workspaces/demo~m')).status).toBe(200);
     // The next warm sandbox is prepared at the new tip and serves the next fork with it.

@@ -4,7 +4,7 @@ import { mkdir, readdir, realpath, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError } from '@grove/contracts';
 import { execGit, raw, rawOrNull } from './git-exec.ts';
-import { isEmptyDir, readRegularFile, removeDir } from './fsutil.ts';
+import { isEmptyDir, readRegularFile, removeDir, replaceFile } from './fsutil.ts';
 
 /**
  * The git operations core needs on a project's primary clone: the clone, branches, worktrees, and the diff and
@@ -198,6 +198,16 @@ export async function ensureWorktree(
  */
 export async function addDetachedWorktree(repo: string, path: string, commit: string): Promise<string> {
   return addWorktree(repo, ['worktree', 'add', '--quiet', '--detach', path, commit], 'git worktree add --detach');
+}
+
+/**
+ * Move a detached worktree that nothing has written to since its checkout (a warm sandbox's, pool.ts) from commit
+ * `from` to `to`: a two-tree read-tree updates only the files that differ (no hooks run), then its admin dir's HEAD
+ * names `to`. The caller chowns what it wrote. Under the repository lock.
+ */
+export async function moveDetachedWorktree(o: { adminDir: string; path: string; from: string; to: string }): Promise<void> {
+  await raw(o.adminDir, ['read-tree', '-m', '-u', o.from, o.to], 'moving a prepared worktree to the fork base', { workTree: o.path });
+  await replaceFile({ target: join(o.adminDir, 'HEAD'), tmpDir: o.adminDir, content: Buffer.from(`${o.to}\n`), owner: null });
 }
 
 /**

@@ -5,9 +5,10 @@
  * state}); a fork that takes it renames them to its workspace's paths (rename(2) on one filesystem: the bind mounts
  * follow the inodes) and the runtime renames the container and tells its backend the slug (WorkspaceRuntime.claimWarm).
  * The worktree is prepared when the warm sandbox is made, before its container starts (nothing has run in it while the
- * host checks it out and chowns it): detached at the default branch's tip. A fork whose base is that commit creates its
- * branch there and points the host-only admin dir at its path and branch (takeWorktree, moveInto); any other fork has
- * the prepared worktree emptied in place and adds its own into the dir, as a cold fork does. With disk quotas the worktree, state and git dirs live in the warm
+ * host checks it out and chowns it): detached at the default branch's tip. A fork moves it to its base when that is
+ * another commit (read-tree of the files that differ), creates its branch there and points the host-only admin dir at
+ * its path and branch (takeWorktree, moveInto); only a fork whose branch exists already has the prepared worktree
+ * emptied in place and adds its own into the dir, as a cold fork does. With disk quotas the worktree, state and git dirs live in the warm
  * sandbox's own disk image (<id>/volume, mounted at <id>/volume/fs and mounted into the sandbox from there); a claim
  * renames that dir to volumes/<slug> and binds it onto the workspace's paths, as a cold fork's image is.
  *
@@ -37,7 +38,7 @@ import type { WarmSpec } from '@grove/runtime';
 import { reasonOf } from './context.ts';
 import type { GroveContext } from './context.ts';
 import { canChown, chownTree, ensureDirs, isEmptyDir, readRegularFile, removeDir, replaceFile } from './fsutil.ts';
-import { addDetachedWorktree, createBranchAt, resolveCommit } from './git.ts';
+import { addDetachedWorktree, createBranchAt, moveDetachedWorktree, resolveCommit } from './git.ts';
 import { listOverlay, overlaySettings } from './overlay.ts';
 import { under } from './paths.ts';
 import * as projects from './projects.ts';
@@ -268,10 +269,10 @@ export class WarmPool {
 
   /**
    * Under the repository lock, before moveInto: whether the warm sandbox's prepared worktree serves this fork. It does
-   * when it is still detached at the fork's base commit and the fork's branch could be created there (it did not
-   * exist); then the branch exists on return (true), and moveInto points the worktree at it. Else the prepared
-   * worktree is dropped (its dir emptied in place, the container's mount stays on it, its admin dir removed) and the
-   * fork adds its worktree as a cold one does (false).
+   * when it is still detached where it was made (moved first to the fork's base when that is another commit) and the
+   * fork's branch could be created there (it did not exist); then the branch exists on return (true), and moveInto
+   * points the worktree at it. Else the prepared worktree is dropped (its dir emptied in place, the container's mount
+   * stays on it, its admin dir removed) and the fork adds its worktree as a cold one does (false).
    */
   async takeWorktree(w: WarmSandbox, branch: string, baseCommit: string): Promise<boolean> {
     const e = this.entries.get(w.id);
@@ -280,7 +281,21 @@ export class WarmPool {
     const repo = this.ctx.paths.repo(w.project);
     // The admin dir is the host's own, but it is checked, not assumed: a real dir whose HEAD is the commit it was made at.
     const head = (await lstat(prepared.adminDir).catch(() => null))?.isDirectory() ? await readRegularFile(join(prepared.adminDir, 'HEAD'), 256) : null;
-    if (prepared.commit === baseCommit && head?.toString('utf8').trim() === baseCommit && (await createBranchAt(repo, branch, baseCommit))) return true;
+    let fits = head?.toString('utf8').trim() === prepared.commit;
+    if (fits && prepared.commit !== baseCommit) {
+      // The base moved since (the fetch before this fork brought commits) or is another one: only the files that differ
+      // are written, by host git in a tree nothing else has written to, then handed to the agent's user like the rest.
+      const dir = this.worktreeDirOf(w.id);
+      try {
+        await moveDetachedWorktree({ adminDir: prepared.adminDir, path: dir, from: prepared.commit, to: baseCommit });
+        await chownTree(dir, OWNER.uid, OWNER.gid);
+        e.prepared = { ...prepared, commit: baseCommit };
+      } catch (err) {
+        this.ctx.log.warn({ err, pool: w.id }, `could not move the prepared worktree to ${baseCommit}: ${reasonOf(err)}`);
+        fits = false;
+      }
+    }
+    if (fits && (await createBranchAt(repo, branch, baseCommit))) return true;
     this.ctx.log.info({ pool: w.id, branch, base: baseCommit, prepared: prepared.commit }, "the warm sandbox's prepared worktree does not fit this fork; adding the fork's own");
     await this.dropWorktree(e);
     return false;
@@ -496,7 +511,7 @@ export class WarmPool {
   private async dropWorktree(e: Entry): Promise<void> {
     const prepared = e.prepared;
     if (!prepared) return;
-    await emptyDir(this.ctx.volumes ? join(this.volumeOf(e.id), 'fs', 'worktree') : this.dirsOf(e.id).worktree);
+    await emptyDir(this.worktreeDirOf(e.id));
     await this.dropAdminDir(e, prepared);
   }
 
@@ -513,6 +528,11 @@ export class WarmPool {
   /** Whether the project has read-only overlay files (read only: no write to the repository outside its lock). */
   private async mountsOverlay(project: string, config: ProjectConfig): Promise<boolean> {
     return (await listOverlay(this.ctx.paths.overlay(project), overlaySettings(config))).some((f) => !f.writable);
+  }
+
+  /** Where the warm sandbox's worktree is while it is the pool's: in its disk image, or its own dir. */
+  private worktreeDirOf(id: string): string {
+    return this.ctx.volumes ? join(this.volumeOf(id), 'fs', 'worktree') : this.dirsOf(id).worktree;
   }
 
   /** <id>/volume: the warm sandbox's disk image and its mount point, under a quota. */
