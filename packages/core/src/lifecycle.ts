@@ -226,8 +226,9 @@ export class Lifecycle {
   }
 
   /**
-   * The fork's first step, under the repository lock: fetch (or share one that started after askedAt), the base (a pull request's head), the disk image, the
-   * worktree on its branch, the sandbox's git dir and the writable overlay copies. Records in `undo` what it made.
+   * The fork's first step, under the repository lock: fetch (or share one that started after askedAt), the base (a
+   * pull request's head), the disk image, the worktree on its branch, the sandbox's git dir and the writable overlay
+   * copies. Records in `undo` what it made.
    */
   private async prepareWorktree(
     reserved: WorkspaceRow,
@@ -241,7 +242,7 @@ export class Lifecycle {
     let row = reserved;
     const repo = paths.repo(project);
     const path = paths.worktree(project, row.name);
-    // Where the step's time goes, per sub-step (debug log): the figures behind docs/benchmarks.md's fork breakdown.
+    // Where the step's time goes, per sub-step, in a debug log line ('fork worktree step'): for profiling a fork.
     const laps: Record<string, number> = {};
     let last = Date.now();
     const lap = (what: string): void => {
@@ -292,7 +293,8 @@ export class Lifecycle {
     // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
     // empty dirs (what an earlier workspace of this slug left there is archived or removed).
     undo.volume = true;
-    // The warm sandbox's worktree, checked out at the base already: the fork's branch is made there (takeWorktree).
+    // The warm sandbox's worktree, checked out ahead (and moved to the base when that is another commit): the fork's
+    // branch is made there (takeWorktree) rather than a worktree added.
     let adopted: string | null = null;
     if (undo.warm) {
       const prepared = await this.parts.pool.takeWorktree(undo.warm, row.branch, baseCommit);

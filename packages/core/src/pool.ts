@@ -8,17 +8,18 @@
  * host checks it out and chowns it): detached at the default branch's tip. A fork moves it to its base when that is
  * another commit (read-tree of the files that differ), creates its branch there and points the host-only admin dir at
  * its path and branch (takeWorktree, moveInto); only a fork whose branch exists already has the prepared worktree
- * emptied in place and adds its own into the dir, as a cold fork does. With disk quotas the worktree, state and git dirs live in the warm
- * sandbox's own disk image (<id>/volume, mounted at <id>/volume/fs and mounted into the sandbox from there); a claim
- * renames that dir to volumes/<slug> and binds it onto the workspace's paths, as a cold fork's image is.
+ * emptied in place and adds its own into the dir, as a cold fork does. With disk quotas the worktree, state and git
+ * dirs live in the warm sandbox's own disk image (<id>/volume, mounted at <id>/volume/fs and mounted into the sandbox
+ * from there); a claim renames that dir to volumes/<slug> and binds it onto the workspace's paths, as a cold fork's
+ * image is.
  *
  * A reopen takes one too, without disk images (takeForReopen, moveUnder): the stopped workspace's worktree, sandbox
  * git dir, state and thread are renamed entry by entry into the warm sandbox's mounted dirs, which then take the
  * workspace's paths. With disk quotas a reopen starts cold: the work is in the workspace's own disk image and the warm
  * sandbox mounts dirs of another filesystem (its own image), so nothing can be renamed across, and a copy of the work
- * costs more than the cold start saves. Making it possible would take mounts that reach a running container
- * (rslave propagation on the warm sandbox's binds, so a bind made on the host later shows inside), a change to every
- * sandbox's hardened mount set that this does not make.
+ * costs more than the cold start saves. Making it possible would take mounts that reach a running container (rslave
+ * propagation on the warm sandbox's binds over a shared host mount, so that the workspace's image bound there later
+ * shows inside), a change to the sandbox's hardened mount set that this does not make.
  *
  * Rules: a warm sandbox is made with the same driver path, limits, image and egress floor as any (no gate at all
  * until it is claimed, and no agent process runs in it before); one is taken synchronously from the check to the
@@ -127,10 +128,10 @@ export class WarmPool {
   }
 
   /**
-   * A ready warm sandbox for reopening a stopped workspace of `project`, marked taken, or null (the reopen starts cold).
-   * Only without disk images: a stopped workspace's files are in its own image and a warm sandbox's mounts are dirs of
-   * another (its own), and a file cannot be renamed from one filesystem to another; moving them would be a copy of
-   * the whole worktree, slower than the cold start it saves (see the header).
+   * A ready warm sandbox for reopening a stopped workspace of `project`, marked taken, or null (the reopen starts
+   * cold). Only without disk images: a stopped workspace's files are in its own image and a warm sandbox's mounts are
+   * dirs of another (its own), and a file cannot be renamed from one filesystem to another; moving them would be a copy
+   * of the whole worktree, slower than the cold start it saves (see the header).
    */
   async takeForReopen(project: string, config: ProjectConfig): Promise<WarmSandbox | null> {
     if (!this.enabled || this.closed || this.ctx.volumes) return null;
@@ -279,12 +280,12 @@ export class WarmPool {
     const prepared = e?.prepared;
     if (!e || !prepared) return false;
     const repo = this.ctx.paths.repo(w.project);
-    // The admin dir is the host's own, but it is checked, not assumed: a real dir whose HEAD is the commit it was made at.
+    // The admin dir is the host's own, but it is checked, not assumed: a real dir whose HEAD is where it was made.
     const head = (await lstat(prepared.adminDir).catch(() => null))?.isDirectory() ? await readRegularFile(join(prepared.adminDir, 'HEAD'), 256) : null;
     let fits = head?.toString('utf8').trim() === prepared.commit;
     if (fits && prepared.commit !== baseCommit) {
-      // The base moved since (the fetch before this fork brought commits) or is another one: only the files that differ
-      // are written, by host git in a tree nothing else has written to, then handed to the agent's user like the rest.
+      // The base moved since (the fetch before this fork brought commits) or is another one: only the files that
+      // differ are written, by host git in a tree nothing else has written to, then handed to the agent's user.
       const dir = this.worktreeDirOf(w.id);
       try {
         await moveDetachedWorktree({ adminDir: prepared.adminDir, path: dir, from: prepared.commit, to: baseCommit });
@@ -431,8 +432,8 @@ export class WarmPool {
       if (!disk) await ensureDirs([d.worktree, d['sandbox-git'], d.state], canChown() ? OWNER : undefined);
       await ensureDirs([d.run, d.thread]);
       if (canChown()) for (const dir of [d.run, d.thread]) await chmod(dir, 0o700);
-      // The next fork's worktree, checked out now rather than while that fork waits (takeWorktree), before the container
-      // starts: nothing has run in the sandbox while the host writes and chowns it.
+      // The next fork's worktree, checked out now rather than while that fork waits (takeWorktree), before the
+      // container starts: nothing has run in the sandbox while the host writes and chowns it.
       entry.prepared = await this.prepareWorktree(project, disk?.worktree ?? d.worktree);
       const spec: WarmSpec = {
         pool: id,
