@@ -249,7 +249,20 @@ export class WarmPool {
         await rename(from[d], to[d]);
         continue;
       }
-      await moveEntries(to[d], from[d]);
+      // Work that cannot go back after a failure leaves the pool's dir (removed with the warm sandbox) for the archive.
+      const keep = async (err: unknown): Promise<void> => {
+        if (await isEmptyDir(from[d])) return;
+        const kept = join(paths.archiveFor(row.slug, new Date()), d);
+        await mkdir(dirname(kept), { recursive: true });
+        await rename(from[d], kept);
+        this.ctx.log.error({ err, slug: row.slug, kept }, `the reopen's ${d} could not be put back; kept at ${kept}`);
+      };
+      try {
+        await moveEntries(to[d], from[d]);
+      } catch (err) {
+        await keep(err);
+        throw err;
+      }
       // The emptied dir steps aside rather than going first, so a failed swap can put everything back where it was.
       const aside = `${to[d]}.grove-${randomBytes(4).toString('hex')}`;
       try {
@@ -261,7 +274,7 @@ export class WarmPool {
           throw err;
         }
       } catch (err) {
-        await moveEntries(from[d], to[d]);
+        await moveEntries(from[d], to[d]).catch(keep);
         throw err;
       }
       await rmdir(aside);
@@ -547,7 +560,10 @@ export class WarmPool {
   }
 }
 
-/** Every entry of `from` renamed into `to` (empty); on a failure the ones moved go back and the error is thrown. */
+/**
+ * Every entry of `from` renamed into `to` (empty); on a failure the ones moved go back (as many as can: the caller
+ * looks at what is left in `to`) and the error is thrown.
+ */
 async function moveEntries(from: string, to: string): Promise<void> {
   const moved: string[] = [];
   try {
