@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { GroveEvent, ListWorkspacesResponse, Workspace } from '@grove/contracts';
-import { containerOf, containersOf, git, useServer, waitFor } from './harness.ts';
+import { containerOf, git, useServer, waitFor, workspaceContainersOf } from './harness.ts';
 
 const fx = useServer('crash');
 const { home } = fx;
@@ -36,9 +36,9 @@ describe('crash during a fork', () => {
     const live = all.body.workspaces.filter((w) => w.slug === slug && ['creating', 'running', 'stopped', 'tearing-down'].includes(w.state));
     expect(live.length).toBeLessThanOrEqual(1);
     expect(all.body.capacity.creating).toBe(0);
-    // Every container of this Grove belongs to a live workspace.
+    // Every container of this Grove belongs to a live workspace (or is a warm sandbox, with GROVE_WARM_POOL on).
     const liveSlugs = all.body.workspaces.filter((w) => w.state === 'running' || w.state === 'stopped').map((w) => w.slug);
-    expect(containersOf(fx.s.instance).length).toBe(liveSlugs.filter((sl) => containerOf(fx.s.instance, sl)).length);
+    expect(workspaceContainersOf(fx.s.instance).length).toBe(liveSlugs.filter((sl) => containerOf(fx.s.instance, sl)).length);
     // The name can be used (again) afterwards.
     if (live.length === 0) expect((await fx.s.api('POST', '/api/workspaces', { project: 'demo', name })).status).toBe(201);
     await fx.s.api('DELETE', `/api/workspaces/${slug}`);

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll } from 'vitest';
 import { WebSocket } from 'ws';
 import type { StreamFrame, Workspace } from '@grove/contracts';
+import { containerName } from '../packages/sandbox/src/docker.ts';
 import { agentExecArgs, testRuntime } from '../packages/sandbox/src/test-support.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -137,13 +138,27 @@ export async function waitRunning(s: RunningServer, slug: string): Promise<Works
   });
 }
 
+/** The workspaces' containers of an instance: containersOf less the warm sandboxes no fork has claimed yet. */
+export function workspaceContainersOf(instance: string): string[] {
+  const out = execFileSync('docker', ['ps', '-a', '--filter', `label=grove.instance=${instance}`, '--format', '{{.ID}} {{.Names}}'], { encoding: 'utf8' });
+  return out
+    .split('\n')
+    .filter((l) => l && !l.includes(`grove-${instance}_warm-`))
+    .map((l) => l.split(' ')[0] ?? '');
+}
+
 export function containersOf(instance: string, all = true): string[] {
   const out = execFileSync('docker', ['ps', ...(all ? ['-a'] : []), '-q', '--filter', `label=grove.instance=${instance}`], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean);
 }
 
+/**
+ * The container serving slug: found by its name, which a cold start gives it and a warm sandbox's claim renames it to
+ * (labels cannot change on a running container, so a claimed one has no grove.slug label).
+ */
 export function containerOf(instance: string, slug: string): string | undefined {
-  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=grove.instance=${instance}`, '--filter', `label=grove.slug=${slug}`], { encoding: 'utf8' });
+  const name = `^${containerName(instance, slug).replaceAll('.', '\\.')}$`;
+  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=grove.instance=${instance}`, '--filter', `name=${name}`], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean)[0];
 }
 

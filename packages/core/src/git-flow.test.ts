@@ -8,6 +8,8 @@ import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createTestGrove } from './test-support/test-grove.ts';
 import type { TestGroveOptions } from './test-support/test-grove.ts';
+import type { GroveContext } from './context.ts';
+import { GitFlow } from './git-flow.ts';
 import type { Grove } from './index.ts';
 import { FakeDriver } from './test-support/fake-driver.ts';
 import { postTurnEnded } from './test-support/host-sock.ts';
@@ -138,6 +140,39 @@ describe('fetch before fork', () => {
     const heads = git(join(home, 'repos', 'demo'), 'for-each-ref', '--format=%(refname:short)', 'refs/heads/').split('\n');
     expect(heads).toContain('grove/first');
     expect(heads).not.toContain('feature');
+  });
+
+  it('shares a fetch that started after a fork was asked for (another fork\'s, while it waited), and runs its own otherwise', async () => {
+    // The primary clone as Grove keeps it (bare, origin set), and git flow with only what this needs of a context.
+    const primary = join(tmp, 'primary.git');
+    git(tmp, 'clone', '-q', '--bare', `file://${upstream}`, primary);
+    const emitted: string[] = [];
+    const ctx = {
+      paths: { repo: () => primary },
+      log: pino({ level: 'silent' }),
+      emit: async (_slug: string, type: string) => void emitted.push(type),
+    } as unknown as GroveContext;
+    const flow = new GitFlow(ctx, { forgeToken: null, sshCommand: null, owner: null });
+    const push = (file: string): string => {
+      const other = otherClone();
+      writeFileSync(join(other, file), `${file}\n`);
+      git(other, 'add', '.');
+      git(other, 'commit', '-q', '-m', file);
+      git(other, 'push', '-q', 'origin', 'main');
+      return git(other, 'rev-parse', 'HEAD');
+    };
+    const askedFirst = performance.now();
+    const first = push('one.txt');
+    expect(await flow.fetchBeforeFork('demo', 'demo~a', performance.now())).toEqual({ ok: true });
+    expect(git(primary, 'rev-parse', 'main')).toBe(first);
+    // Asked for before that fetch started: it is as fresh as this fork's own would be, so none runs.
+    const second = push('two.txt');
+    expect(await flow.fetchBeforeFork('demo', 'demo~b', askedFirst)).toEqual({ ok: true, shared: true });
+    expect(git(primary, 'rev-parse', 'main')).toBe(first);
+    // Asked for after it: a fetch of its own, which brings what was pushed since.
+    expect(await flow.fetchBeforeFork('demo', 'demo~c', performance.now())).toEqual({ ok: true });
+    expect(git(primary, 'rev-parse', 'main')).toBe(second);
+    expect(emitted).toEqual([]);
   });
 
   it('forks from what the clone holds when the remote is unreachable, and records why', async () => {

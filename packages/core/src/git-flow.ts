@@ -74,6 +74,9 @@ export interface WatchResult {
 }
 
 export class GitFlow {
+  /** When (performance.now()) the last fetch that succeeded started, per project: a fork asked for after it shares it. */
+  private readonly fetchedAt = new Map<string, number>();
+
   constructor(
     private readonly ctx: GroveContext,
     private readonly o: GitFlowOptions,
@@ -100,7 +103,11 @@ export class GitFlow {
       const repo = this.ctx.paths.repo(p.name);
       try {
         if (!(await originUrl(repo))) continue;
-        await this.ctx.lock.withLock(p.name, () => fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.o.sshCommand }));
+        await this.ctx.lock.withLock(p.name, async () => {
+          const started = performance.now();
+          await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.o.sshCommand });
+          this.fetchedAt.set(p.name, started);
+        });
         result.fetched.push(p.name);
       } catch (e) {
         result.fetchFailed.push({ project: p.name, reason: reasonOf(e) });
@@ -208,12 +215,18 @@ export class GitFlow {
   /**
    * git fetch --prune of the primary clone before a fork, under the caller's repository lock. Never throws: an
    * unreachable remote leaves the fork to start from what the clone holds, and the reason is recorded.
+   * `askedAt` (performance.now() when the fork was asked for): a fetch of the project that started after it (another
+   * fork's, while this one waited for the lock) is as fresh as this fork's own would be, so none is run (shared).
    */
-  async fetchBeforeFork(project: string, slug: string): Promise<{ ok: boolean; reason?: string }> {
+  async fetchBeforeFork(project: string, slug: string, askedAt?: number): Promise<{ ok: boolean; reason?: string; shared?: boolean }> {
     const repo = this.ctx.paths.repo(project);
+    const last = this.fetchedAt.get(project);
+    if (askedAt !== undefined && last !== undefined && last >= askedAt) return { ok: true, shared: true };
     if (!(await originUrl(repo))) return { ok: true };
     try {
+      const started = performance.now();
       await fetchPrune(repo, { timeoutMs: FETCH_BEFORE_FORK_MS, sshCommand: this.o.sshCommand });
+      this.fetchedAt.set(project, started);
       return { ok: true };
     } catch (e) {
       const reason = reasonOf(e);

@@ -4,7 +4,7 @@ import { mkdir, readdir, realpath, rm } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { GroveError } from '@grove/contracts';
 import { execGit, raw, rawOrNull } from './git-exec.ts';
-import { isEmptyDir, readRegularFile, removeDir } from './fsutil.ts';
+import { isEmptyDir, readRegularFile, removeDir, replaceFile } from './fsutil.ts';
 
 /**
  * The git operations core needs on a project's primary clone: the clone, branches, worktrees, and the diff and
@@ -190,6 +190,32 @@ export async function ensureWorktree(
   const createdBranch = !(await branchExists(repo, branch));
   const args = createdBranch ? ['worktree', 'add', '-b', branch, path, base] : ['worktree', 'add', path, branch];
   return { reused: false, createdBranch, adminDir: await addWorktree(repo, args, `git worktree add for ${branch}`) };
+}
+
+/**
+ * A worktree at `path` (an empty dir) checked out detached at commit, made ahead of the fork that will own it (a warm
+ * sandbox's, pool.ts). Returns its admin dir. Under the repository lock.
+ */
+export async function addDetachedWorktree(repo: string, path: string, commit: string): Promise<string> {
+  return addWorktree(repo, ['worktree', 'add', '--quiet', '--detach', path, commit], 'git worktree add --detach');
+}
+
+/**
+ * Move a detached worktree that nothing has written to since its checkout (a warm sandbox's, pool.ts) from commit
+ * `from` to `to`: a two-tree read-tree updates only the files that differ (no hooks run), then its admin dir's HEAD
+ * names `to`. The caller chowns what it wrote. Under the repository lock.
+ */
+export async function moveDetachedWorktree(o: { adminDir: string; path: string; from: string; to: string }): Promise<void> {
+  await raw(o.adminDir, ['read-tree', '-m', '-u', o.from, o.to], 'moving a prepared worktree to the fork base', { workTree: o.path });
+  await replaceFile({ target: join(o.adminDir, 'HEAD'), tmpDir: o.adminDir, content: Buffer.from(`${o.to}\n`), owner: null });
+}
+
+/**
+ * Create refs/heads/<branch> at commit, only if no such branch exists (update-ref's empty old value). False when it
+ * exists or cannot be made: the caller takes the usual path. Under the repository lock.
+ */
+export async function createBranchAt(repo: string, branch: string, commit: string): Promise<boolean> {
+  return (await rawOrNull(repo, ['update-ref', '-m', `branch: Created from ${commit}`, `refs/heads/${branch}`, commit, ''])) !== null;
 }
 
 /**

@@ -177,6 +177,7 @@ export class Lifecycle {
   async runCreate(reserved: WorkspaceRow, signal: AbortSignal, given?: ProjectConfig): Promise<Workspace> {
     const { ctx } = this;
     const t0 = Date.now();
+    const askedAt = performance.now();
     const { slug } = reserved;
     let row = reserved;
     // Cancelled (torn down) between its promotion and this turn on the slug: nothing was made, nothing to undo.
@@ -190,7 +191,7 @@ export class Lifecycle {
       undo.warm = await pool.take(row.project, config, ctx.paths.worktree(row.project, row.name));
       // No warm sandbox for this fork: one that holds the slot it needs gives way.
       if (!undo.warm) await pool.giveWay();
-      const wt = await this.prepareWorktree(row, undo, config);
+      const wt = await this.prepareWorktree(row, undo, config, askedAt);
       row = wt.row;
       await ctx.emit(slug, 'workspace.prepared', {
         workspaceId: row.id,
@@ -225,13 +226,15 @@ export class Lifecycle {
   }
 
   /**
-   * The fork's first step, under the repository lock: fetch, the base (a pull request's head), the disk image, the
-   * worktree on its branch, the sandbox's git dir and the writable overlay copies. Records in `undo` what it made.
+   * The fork's first step, under the repository lock: fetch (or share one that started after askedAt), the base (a
+   * pull request's head), the disk image, the worktree on its branch, the sandbox's git dir and the writable overlay
+   * copies. Records in `undo` what it made.
    */
   private async prepareWorktree(
     reserved: WorkspaceRow,
     undo: Undo,
     config: ProjectConfig,
+    askedAt: number,
   ): Promise<{ row: WorkspaceRow; baseCommit: string; createdBranch: boolean; reused: boolean }> {
     const { ctx } = this;
     const { paths, store } = ctx;
@@ -239,8 +242,19 @@ export class Lifecycle {
     let row = reserved;
     const repo = paths.repo(project);
     const path = paths.worktree(project, row.name);
+    // Where the step's time goes, per sub-step, in a debug log line ('fork worktree step'): for profiling a fork.
+    const laps: Record<string, number> = {};
+    let last = Date.now();
+    const lap = (what: string): void => {
+      const t = Date.now();
+      laps[what] = t - last;
+      last = t;
+    };
     return ctx.lock.withLock(project, async () => {
-      await this.parts.flow.fetchBeforeFork(project, slug);
+      lap('lock');
+      // A fetch another fork ran while this one waited for the lock is shared, not run again.
+      await this.parts.flow.fetchBeforeFork(project, slug, askedAt);
+      lap('fetch');
       const pr = pullOfRef(row.baseRef);
       if (pr !== null) {
         const base = await this.parts.flow.pullRequestBase(project, slug, { workspaceId: row.id, n: pr });
@@ -249,34 +263,73 @@ export class Lifecycle {
       const baseCommit = await resolveCommit(repo, row.baseRef);
       if (!baseCommit) throw new StepFailure(`base "${row.baseRef}" is not a branch, tag or commit of project "${project}"`);
       undo.baseCommit = baseCommit;
-      row = (await store.update(row.id, { worktreePath: path })) ?? row;
-      undo.worktree = true;
-      // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
-      // empty dirs (what an earlier workspace of this slug left there is archived or removed).
-      undo.volume = true;
-      if (undo.warm) {
-        // The warm sandbox's dirs take the workspace's places, over nothing (an earlier workspace's are archived or removed).
-        await archive(ctx, slug, ['thread', 'state']);
-        await removeDir(paths.run(slug));
-        await removeDir(paths.sandboxGit(slug));
-        await this.parts.pool.moveInto(undo.warm, row);
-      } else if (ctx.volumes) {
-        await archive(ctx, slug, ['state']);
-        await removeDir(paths.sandboxGit(slug));
-        await ctx.volumes.ensure(slug, volumeTargets(ctx, row), { create: true });
+      lap('base');
+      // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor. Its own store and
+      // refs, which nothing below touches, so cleared alongside the rest (and always waited for within the lock).
+      const clearing = clearSnapshots({ repo, objects: paths.workspaceObjects(slug), slug });
+      clearing.catch(() => undefined);
+      try {
+        return await this.placeWorktree(row, undo, config, { path, repo, baseCommit, lap, laps, clearing });
+      } catch (e) {
+        await clearing.catch(() => undefined);
+        throw e;
       }
-      const saveTarget = row;
-      const r = await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => savedWork.saveBeforeRemoval(ctx, saveTarget, 'fork') });
-      undo.branchCreated = r.createdBranch;
-      // A new workspace under an old slug starts its own turn numbers: no undo into its predecessor.
-      await clearSnapshots({ repo, objects: paths.workspaceObjects(slug), slug });
-      await chownTree(path, OWNER.uid, OWNER.gid);
-      await prepareSandboxGit(ctx, row, r.adminDir, { fresh: true });
-      // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
-      const refused = await copyWritable(await projects.currentOverlay(ctx, project, config), path, owner());
-      if (refused.length) ctx.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
-      return { row, baseCommit, createdBranch: r.createdBranch, reused: r.reused };
     });
+  }
+
+  /** prepareWorktree once the base is known: the dirs, the worktree on its branch, the sandbox's git dir, the overlay. */
+  private async placeWorktree(
+    reserved: WorkspaceRow,
+    undo: Undo,
+    config: ProjectConfig,
+    o: { path: string; repo: string; baseCommit: string; lap: (what: string) => void; laps: Record<string, number>; clearing: Promise<void> },
+  ): Promise<{ row: WorkspaceRow; baseCommit: string; createdBranch: boolean; reused: boolean }> {
+    const { ctx } = this;
+    const { paths, store } = ctx;
+    const { slug, project } = reserved;
+    const { path, repo, baseCommit, lap } = o;
+    const row = (await store.update(reserved.id, { worktreePath: path })) ?? reserved;
+    undo.worktree = true;
+    // The disk quota: the worktree is added inside the workspace's disk image, so it is mounted first, over
+    // empty dirs (what an earlier workspace of this slug left there is archived or removed).
+    undo.volume = true;
+    // The warm sandbox's worktree, checked out ahead (and moved to the base when that is another commit): the fork's
+    // branch is made there (takeWorktree) rather than a worktree added.
+    let adopted: string | null = null;
+    if (undo.warm) {
+      const prepared = await this.parts.pool.takeWorktree(undo.warm, row.branch, baseCommit);
+      if (prepared) undo.branchCreated = true;
+      lap('take');
+      // The warm sandbox's dirs take the workspace's places, over nothing (an earlier workspace's are archived or removed).
+      await archive(ctx, slug, ['thread', 'state']);
+      await removeDir(paths.run(slug));
+      await removeDir(paths.sandboxGit(slug));
+      adopted = await this.parts.pool.moveInto(undo.warm, row, { prepared });
+    } else if (ctx.volumes) {
+      await archive(ctx, slug, ['state']);
+      await removeDir(paths.sandboxGit(slug));
+      await ctx.volumes.ensure(slug, volumeTargets(ctx, row), { create: true });
+    }
+    lap('dirs');
+    const saveTarget = row;
+    const r = adopted
+      ? { reused: false, createdBranch: true, adminDir: adopted }
+      : await ensureWorktree(repo, { path, branch: row.branch, base: baseCommit, beforeRemove: () => savedWork.saveBeforeRemoval(ctx, saveTarget, 'fork') });
+    undo.branchCreated = r.createdBranch;
+    lap('worktree');
+    await o.clearing;
+    lap('snapshots');
+    // A prepared worktree was the agent's user's before its sandbox started, and host git wrote nothing in it since.
+    if (!adopted) await chownTree(path, OWNER.uid, OWNER.gid);
+    lap('chown');
+    await prepareSandboxGit(ctx, row, r.adminDir, { fresh: true });
+    lap('sandboxGit');
+    // Writable overlay files are copied once, at fork; from then on they are the workspace's own.
+    const refused = await copyWritable(await projects.currentOverlay(ctx, project, config), path, owner());
+    if (refused.length) ctx.log.warn({ slug, refused }, 'overlay files not copied: a symlink or a non-directory is in the way');
+    lap('overlay');
+    ctx.log.debug({ slug, warm: Boolean(undo.warm), laps: o.laps }, 'fork worktree step');
+    return { row, baseCommit, createdBranch: r.createdBranch, reused: r.reused };
   }
 
   /**
@@ -451,6 +504,7 @@ export class Lifecycle {
     const { slug, project } = row;
     await ctx.emit(slug, 'workspace.reserved', { workspaceId: id, op: 'start', ...capacity });
     let step: Step = 'worktree';
+    let warm: WarmSandbox | null = null;
     try {
       const repo = paths.repo(project);
       const path = paths.worktree(project, row.name);
@@ -470,12 +524,26 @@ export class Lifecycle {
       await prepareDirs(ctx, slug, { fresh: false });
       // The one read of the config for this start (an invalid one fails the start here, as before).
       const config = await projects.readConfig(ctx, project);
-      // A reopen starts cold: a warm sandbox that holds the slot it needs gives way.
-      await this.parts.pool.giveWay();
+      const { pool } = this.parts;
+      // A warm sandbox takes the workspace's dirs (pool.moveUnder; not with disk images: takeForReopen says why), else
+      // one that holds the slot this reopen needs gives way.
+      warm = await pool.takeForReopen(project, config);
+      if (warm) {
+        const w = warm;
+        // The stopped container goes (the claim renames the warm one to its name) while the dirs move.
+        const done = await Promise.allSettled([ctx.runtime.remove(slug), ctx.lock.withLock(project, () => pool.moveUnder(w, row))]);
+        const failed = done.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed) throw failed.reason;
+      } else {
+        await pool.giveWay();
+      }
+      checkAbort(signal);
 
-      const { running, containerId } = await this.bringUp(row, signal, { verb: 'started', config, at: (s) => (step = s) });
-      await ctx.emit(slug, 'workspace.started', { workspaceId: id, containerId, ms: Date.now() - t0 });
-      return toWorkspace(running);
+      const up = await this.bringUp(row, signal, { verb: 'started', config, at: (s) => (step = s), warm });
+      if (warm && up.warm) await pool.claimed(warm);
+      warm = null;
+      await ctx.emit(slug, 'workspace.started', { workspaceId: id, containerId: up.containerId, ms: Date.now() - t0 });
+      return toWorkspace(up.running);
     } catch (e) {
       const reason = reasonOf(e);
       ctx.log.error({ err: e, slug, step }, `start of ${slug} failed at ${step}: ${reason}`);
@@ -485,6 +553,8 @@ export class Lifecycle {
       } catch (err) {
         ctx.log.warn({ err, slug }, 'could not remove the container after a failed start');
       }
+      // A warm sandbox it took is never handed out again (the dirs it moved are the workspace's, and stay).
+      if (warm) await this.parts.pool.release(warm);
       await store.update(id, { state: 'stopped', failureReason: reason, containerId: null });
       await ctx.emit(slug, 'spawn_failed', { workspaceId: id, op: 'start', step, reason, ms: Date.now() - t0 });
       void promoteQueue(ctx, this); // the slot this start held is free again

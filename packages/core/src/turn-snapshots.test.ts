@@ -181,6 +181,18 @@ describe('snapshots and undo', () => {
     await clearSnapshots(ctx);
     expect(git(ctx.objects, 'for-each-ref', `refs/grove/demo+${ctx.slug.split('~')[1]}/`)).toBe('');
   });
+
+  it('makes no store for a slug that never had one, yet clears what an older Grove kept for it in the primary', async () => {
+    await clearSnapshots(ctx);
+    expect(existsSync(ctx.objects)).toBe(false);
+    // A predecessor's snapshot as an older Grove kept it (in the primary): cleared, not inherited.
+    const base = `refs/grove/demo+${ctx.slug.split('~')[1]}`;
+    git(repo, 'update-ref', `${base}/turns/1`, git(repo, 'rev-parse', 'main'));
+    await clearSnapshots(ctx);
+    expect(git(repo, 'for-each-ref', `${base}/`)).toBe('');
+    expect(git(ctx.objects, 'for-each-ref', `${base}/`)).toBe('');
+    expect(await listSnapshots(ctx)).toEqual([]);
+  });
 });
 
 describe('reading turns back', () => {

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { lchown, lstat, mkdtemp, readdir, realpath, rm, rmdir, unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -5,7 +6,7 @@ import { GroveError } from '@grove/contracts';
 import type { TurnDiffResponse, TurnFile, TurnSummary } from '@grove/contracts';
 import { snapshotTree, stageWorktree } from './git-snapshot.ts';
 import { openStore, slugRefBase } from './git-store.ts';
-import { execGit, gitText } from './git-exec.ts';
+import { execGit, gitText, raw } from './git-exec.ts';
 import { PathPolicy } from './path-globs.ts';
 
 /**
@@ -420,6 +421,13 @@ async function cappedGit(gitDir: string, args: string[], limitBytes: number, wha
 
 /** Drops a slug's snapshot refs: a new workspace under an old slug starts its own turn numbers. */
 export async function clearSnapshots(ctx: StoreContext): Promise<void> {
+  // A slug whose store was never made holds no snapshots of its own, and when the primary holds no refs an older Grove
+  // kept for it there either, there is nothing to clear: the store is left for its first reader (openStore) to make,
+  // one git process here instead of four on the fork's way.
+  if (!existsSync(join(ctx.objects, 'objects', 'info', 'alternates'))) {
+    const legacy = await raw(ctx.repo, ['for-each-ref', '--count=1', '--format=%(refname)', `${refBase(ctx.slug)}/`], 'listing old snapshot refs');
+    if (!legacy.trim()) return;
+  }
   await openStore(ctx.repo, ctx.objects, ctx.slug);
   const out = await repoGit(ctx, ['for-each-ref', '--format=%(refname)', `${refBase(ctx.slug)}/turns/`, `${refBase(ctx.slug)}/undone/`, stateRef(ctx.slug)], 'listing snapshots');
   const refs = out.split('\n').filter(Boolean);

@@ -6,7 +6,7 @@ import type { Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { GroveError } from '@grove/contracts';
-import type { SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec } from '@grove/sandbox';
+import type { SandboxDriver, SandboxEvent, SandboxInfo, SandboxSpec, WarmInfo, WarmSandboxSpec } from '@grove/sandbox';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createDockerRuntime } from './docker.ts';
@@ -69,6 +69,27 @@ class StubDriver implements SandboxDriver {
   private info(slug: string): SandboxInfo | null {
     const spec = this.specs.get(slug);
     return spec ? { id: `id-${slug}`, slug, project: spec.project, running: this.running.has(slug), exitCode: this.running.has(slug) ? null : 0, oomKilled: false } : null;
+  }
+}
+
+/** A driver whose warm sandboxes start and then die at once, never answering /pool: the death must be noticed. */
+class DyingWarmDriver extends StubDriver {
+  readonly warm = new Map<string, boolean>();
+  /** Removed as soon as it is made (`--rm`, or someone else's `docker rm`). */
+  vanish = false;
+  async ensureWarm(spec: WarmSandboxSpec): Promise<SandboxInfo> {
+    this.calls.push(`ensureWarm ${spec.pool}`);
+    if (!this.vanish) this.warm.set(spec.pool, false);
+    return { id: `id-${spec.pool}`, slug: '', project: spec.project, running: false, exitCode: 1, oomKilled: false };
+  }
+  async claimWarm(): Promise<SandboxInfo> {
+    throw new Error('not claimable');
+  }
+  async removeWarm(pool: string): Promise<void> {
+    this.warm.delete(pool);
+  }
+  async listWarm(): Promise<WarmInfo[]> {
+    return [...this.warm].map(([pool, running]) => ({ pool, id: `id-${pool}`, running, claimed: false }));
   }
 }
 
@@ -172,6 +193,20 @@ describe('the Docker runtime', () => {
     await expect(rt.remove('demo~d')).rejects.toThrow('engine said no');
     expect(sockets('demo~d')).toEqual([]);
     expect((await rt.list()).map((s) => s.slug)).toEqual(['demo~d']);
+  });
+
+  it('a warm sandbox that dies before it waits for a claim fails as dead, not as a timeout', async () => {
+    const driver = new DyingWarmDriver();
+    const rt = runtimeWith(driver);
+    const runDir = join(dir, 'run', 'pool-1');
+    mkdirSync(runDir, { recursive: true });
+    const { slug: _slug, egressPolicy: _policy, ...rest } = spec('demo~w');
+    const p = rt.startWarm({ ...rest, pool: 'aaaaaaaaaaaa', runDir }, { signal: new AbortController().signal });
+    await expect(p).rejects.toMatchObject({ code: 'spawn_failed', message: 'the warm sandbox aaaaaaaaaaaa exited before its backend waited for a claim' });
+    driver.vanish = true;
+    await expect(rt.startWarm({ ...rest, pool: 'bbbbbbbbbbbb', runDir }, { signal: new AbortController().signal })).rejects.toMatchObject({
+      message: 'the warm sandbox bbbbbbbbbbbb disappeared while starting',
+    });
   });
 
   it('is bound to one hub', () => {

@@ -260,22 +260,58 @@ class DockerRuntime implements WorkspaceRuntime {
     return w;
   }
 
-  /** Wait until a warm sandbox's backend answers GET /pool as that pool id. */
+  /** Wait until a warm sandbox's backend answers GET /pool as that pool id; fail fast when its container died. */
   private async waitWaiting(pool: string, socket: string, signal: AbortSignal): Promise<void> {
-    const deadline = Date.now() + this.healthTimeoutMs;
-    let lastError = 'no answer yet';
-    for (;;) {
-      checkAbort(signal);
-      try {
+    await this.waitFor({
+      signal,
+      pollMs: HEALTH_POLL_MS,
+      ask: async () => {
         const { status, body } = await getOverSocket(socket, '/pool', 1_000);
         const parsed = poolWaitingSchema.safeParse(body);
-        if (status === 200 && parsed.success && parsed.data.pool === pool) return;
-        lastError = status === 200 ? `/pool answered an unexpected body` : `/pool answered ${status}`;
+        if (status === 200 && parsed.success && parsed.data.pool === pool) return null;
+        return status === 200 ? '/pool answered an unexpected body' : `/pool answered ${status}`;
+      },
+      dead: async () => {
+        const w = (await this.warmDriver().listWarm()).find((x) => x.pool === pool);
+        if (!w) return `the warm sandbox ${pool} disappeared while starting`;
+        return w.running ? null : `the warm sandbox ${pool} exited before its backend waited for a claim`;
+      },
+      timedOut: (last) => `the warm sandbox ${pool} did not wait for its claim within ${this.healthTimeoutMs} ms (${last})`,
+    });
+  }
+
+  /**
+   * The one readiness loop (a cold start's /health, a claim's /health, a warm sandbox's /pool): ask until the answer is
+   * right (null), check every few polls whether the container died (dead: a reason), give up at the timeout.
+   */
+  private async waitFor(o: {
+    signal: AbortSignal;
+    pollMs: number;
+    ask: () => Promise<string | null>;
+    dead: () => Promise<string | null>;
+    timedOut: (lastError: string) => Promise<string> | string;
+  }): Promise<void> {
+    const deadline = Date.now() + this.healthTimeoutMs;
+    // The same few inspects a second whatever the poll: each is a call to the engine.
+    const inspectEvery = Math.ceil((INSPECT_EVERY * HEALTH_POLL_MS) / o.pollMs);
+    let lastError = 'no answer yet';
+    for (let i = 0; ; i++) {
+      checkAbort(o.signal);
+      try {
+        const wrong = await o.ask();
+        if (wrong === null) return;
+        lastError = wrong;
       } catch (e) {
+        // A GroveError is the answer itself (e.g. the wrong slug): no use asking again.
+        if (e instanceof GroveError) throw e;
         lastError = reasonOf(e);
       }
-      if (Date.now() >= deadline) throw failure(`the warm sandbox ${pool} did not wait for its claim within ${this.healthTimeoutMs} ms (${lastError})`);
-      await sleep(HEALTH_POLL_MS);
+      if (i % inspectEvery === 0) {
+        const died = await o.dead();
+        if (died) throw failure(died);
+      }
+      if (Date.now() >= deadline) throw failure(await o.timedOut(lastError));
+      await sleep(o.pollMs);
     }
   }
 
@@ -312,27 +348,22 @@ class DockerRuntime implements WorkspaceRuntime {
   /** Wait for the backend's /health over its socket; fail fast (exit code + last logs) when the container dies. */
   private async waitHealthy(slug: string, signal: AbortSignal, pollMs = HEALTH_POLL_MS): Promise<void> {
     const socket = this.socketOf(slug);
-    const deadline = Date.now() + this.healthTimeoutMs;
-    let lastError = 'no answer yet';
-    for (let i = 0; ; i++) {
-      checkAbort(signal);
-      const probe = await probeHealth(socket, 1_000);
-      if (probe.ok) {
+    await this.waitFor({
+      signal,
+      pollMs,
+      ask: async () => {
+        const probe = await probeHealth(socket, 1_000);
+        if (!probe.ok) return probe.error;
         if (probe.health.slug !== slug) throw failure(`the backend on ${slug}'s socket says it serves "${probe.health.slug}"`);
-        return;
-      }
-      lastError = probe.error;
-      // The same few inspects a second whatever the poll: each is a call to the engine.
-      if (i % Math.ceil((INSPECT_EVERY * HEALTH_POLL_MS) / pollMs) === 0) {
+        return null;
+      },
+      dead: async () => {
         const info = await this.driver.inspect(slug);
-        if (!info) throw failure('the sandbox container disappeared while starting');
-        if (!info.running) throw failure(`the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`);
-      }
-      if (Date.now() >= deadline) {
-        throw failure(`the backend did not answer /health within ${this.healthTimeoutMs} ms (${lastError})${await this.lastLogs(slug)}`);
-      }
-      await sleep(pollMs);
-    }
+        if (!info) return 'the sandbox container disappeared while starting';
+        return info.running ? null : `the sandbox ${exitSummary(info)} before its backend answered /health${await this.lastLogs(slug)}`;
+      },
+      timedOut: async (last) => `the backend did not answer /health within ${this.healthTimeoutMs} ms (${last})${await this.lastLogs(slug)}`,
+    });
   }
 }
 
