@@ -156,6 +156,18 @@ export class WarmPool {
     return null;
   }
 
+  /** The paths of a workspace's dirs that a warm sandbox's dirs become (the same set, one for one). */
+  private workspaceDirs(row: WorkspaceRow): Record<WarmDir, string> {
+    const { paths } = this.ctx;
+    return {
+      worktree: paths.worktree(row.project, row.name),
+      'sandbox-git': paths.sandboxGit(row.slug),
+      run: paths.run(row.slug),
+      thread: paths.thread(row.slug),
+      state: paths.state(row.slug),
+    };
+  }
+
   /**
    * Move a taken warm sandbox's dirs to the workspace's paths; the caller cleared those (none may exist). Under the
    * repository lock, before `git worktree add` writes into the empty worktree. The dirs are the host's own and nothing
@@ -163,15 +175,9 @@ export class WarmPool {
    * replace the directory the container has mounted.
    */
   async moveInto(w: WarmSandbox, row: WorkspaceRow, o: { prepared: boolean }): Promise<string | null> {
-    const { paths, volumes } = this.ctx;
+    const { volumes } = this.ctx;
     const from = this.dirsOf(w.id);
-    const to: Record<WarmDir, string> = {
-      worktree: paths.worktree(row.project, row.name),
-      'sandbox-git': paths.sandboxGit(row.slug),
-      run: paths.run(row.slug),
-      thread: paths.thread(row.slug),
-      state: paths.state(row.slug),
-    };
+    const to = this.workspaceDirs(row);
     // With a disk image, the agent's three dirs are in it and come with it; the backend's two move on their own.
     const moved: readonly WarmDir[] = volumes ? ['run', 'thread'] : DIRS;
     const inside = volumes ? join(this.volumeOf(w.id), 'fs', 'worktree') : from.worktree;
@@ -226,13 +232,7 @@ export class WarmPool {
     const e = this.entries.get(w.id);
     if (!e) throw new Error(`the warm sandbox ${w.id} is not the pool's`);
     const from = this.dirsOf(w.id);
-    const to: Record<WarmDir, string> = {
-      worktree: paths.worktree(row.project, row.name),
-      'sandbox-git': paths.sandboxGit(row.slug),
-      run: paths.run(row.slug),
-      thread: paths.thread(row.slug),
-      state: paths.state(row.slug),
-    };
+    const to = this.workspaceDirs(row);
     // The reopen has its own worktree: the one prepared for a fork goes first.
     await this.dropWorktree(e);
     for (const d of DIRS) {
