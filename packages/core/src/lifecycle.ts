@@ -620,10 +620,16 @@ export class Lifecycle {
     if (save.status === 'rejected') throw save.reason;
     if (removal.status === 'rejected') throw removal.reason;
     const saved = save.value;
-    await ctx.lock.withLock(project, () => removeWorktree(paths.repo(project), paths.worktree(project, name)));
-    await removeDir(paths.run(slug));
-    await removeDir(paths.sandboxGit(slug));
-    const archived = await archive(ctx, slug, ['thread', 'state']);
+    // Four disjoint paths, so they go at once; all are waited for before an error of any is thrown (as above).
+    const [worktree, run, sandboxGit, archiving] = await Promise.allSettled([
+      ctx.lock.withLock(project, () => removeWorktree(paths.repo(project), paths.worktree(project, name))),
+      removeDir(paths.run(slug)),
+      removeDir(paths.sandboxGit(slug)),
+      archive(ctx, slug, ['thread', 'state']),
+    ]);
+    for (const step of [worktree, run, sandboxGit]) if (step.status === 'rejected') throw step.reason;
+    if (archiving.status === 'rejected') throw archiving.reason;
+    const archived = archiving.value;
     // The disk image last: its worktree was saved and removed, its state archived.
     await ctx.volumes?.destroy(slug);
     this.parts.disks.forget(slug);
