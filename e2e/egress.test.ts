@@ -12,7 +12,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { egressResponseSchema } from '@grove/contracts';
-import type { EgressResponse, GroveEvent, ThreadLine, Workspace } from '@grove/contracts';
+import type { EgressResponse, EventsResponse, GroveEvent, ListWorkspacesResponse, ThreadLine, Workspace } from '@grove/contracts';
 import { classify, parseHost, splitAuthority, unmap } from '@grove/egress';
 import { loadCorpus } from '../packages/egress/src/corpus.ts';
 import type { CorpusCase } from '../packages/egress/src/corpus.ts';
@@ -38,12 +38,25 @@ const RELAY = { host: '127.0.0.1', port: 3128 };
 // checked by value, not only by variable name.
 const PROVIDER_KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
 const FORGE_TOKEN = `grove-forge-SENTINEL-${randomBytes(12).toString('hex')}`;
-const SERVER_ENV = { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN };
+// The warm pool on, as users run it: A is a claimed warm sandbox (checked in beforeAll), so every promise below is
+// proven on the sandbox a fork gets by default; B forks right after, while the pool refills, and so starts cold.
+const SERVER_ENV = { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_WARM_POOL: '1' };
 
 function container(slug: string): string {
   const id = containerOf(s.instance, slug);
   if (!id) throw new Error(`no container for ${slug}`);
   return id;
+}
+
+/**
+ * The one identity variable the engine gave slug's container: GROVE_SLUG for a cold start, GROVE_POOL=<warm id> for a
+ * claimed warm sandbox (it learned its slug over the claim socket; environments cannot change in a running container).
+ */
+function identity(slug: string): string {
+  const env = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(slug)], { encoding: 'utf8' })) as string[];
+  const ids = env.filter((e) => e.startsWith('GROVE_SLUG=') || e.startsWith('GROVE_POOL='));
+  expect(ids).toHaveLength(1);
+  return ids[0] ?? '';
 }
 
 function sh(slug: string, script: string): { code: number; out: string } {
@@ -145,10 +158,14 @@ beforeAll(async () => {
   upPort2 = typeof addr2 === 'object' && addr2 ? addr2.port : 0;
   s = await startServer({ home, env: SERVER_ENV });
   await waitRunning(s, 'demo');
+  await waitFor('a ready warm sandbox', async () => ((await s.api<ListWorkspacesResponse>('GET', '/api/workspaces')).body.capacity.warm ?? 0) >= 1);
   for (const name of ['ea', 'eb']) {
     const r = await s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'demo', name });
     expect(r.status).toBe(201);
   }
+  const started = (await s.api<EventsResponse>('GET', `/api/events?slug=${encodeURIComponent(A)}`)).body.events.find((e) => e.type === 'sandbox.started');
+  expect(started?.data.warm, 'A claimed the warm sandbox').toBe(true);
+  expect(identity(A)).toMatch(/^GROVE_POOL=/);
 });
 
 afterAll(async () => {
@@ -215,7 +232,7 @@ describe('egress: no way out but the gate', () => {
       // sandbox's pids, read by root inside.
       const raw = TEST_RUNTIME === 'runc' ? fs.readFileSync(`/proc/${pid}/environ`, 'latin1') : dockerExec(container(A), ['cat', `/proc/${pid}/environ`], { user: '0:0' }).out;
       const env = raw.split('\0');
-      expect(env, `pid ${pid}`).toContain(`GROVE_SLUG=${A}`);
+      expect(env, `pid ${pid}`).toContain(identity(A));
       expect(proxyVars(env), `pid ${pid}`).toEqual(PROMISED_ENV);
     }
     // Something listens on 127.0.0.1:3128 in the sandbox (a LISTEN row of its own /proc/net/tcp) ...
@@ -383,8 +400,8 @@ describe('isolation between workspaces', () => {
     }
     expect(sh(A, 'test -e /var/run/docker.sock || test -e /run/docker.sock').code).not.toBe(0);
     // Every process A can see is one of its own.
-    const slugs = sh(A, "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null | grep '^GROVE_SLUG='; done | sort -u").out.trim();
-    expect(slugs).toBe(`GROVE_SLUG=${A}`);
+    const slugs = sh(A, "for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < $f 2>/dev/null | grep -E '^GROVE_(SLUG|POOL)='; done | sort -u").out.trim();
+    expect(slugs).toBe(identity(A));
   });
 
   it("the server's port on the host is not reachable: 127.0.0.1 in the sandbox is the sandbox's own", () => {
@@ -470,7 +487,7 @@ describe('no secret inside', () => {
     // No variable that even looks like a secret, in the engine's record or in any process.
     const secretName = (n: string): boolean => /(_KEY|API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$/i.test(n);
     const names = sh(A, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | cut -d= -f1 | sort -u").out.trim().split('\n');
-    expect(names).toContain('GROVE_SLUG'); // the scan did read the environments
+    expect(names).toContain(identity(A).split('=')[0]); // the scan did read the environments
     expect(names.filter(secretName)).toEqual([]);
     const env = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .Config.Env}}', container(A)], { encoding: 'utf8' })) as string[];
     expect(env.map((e) => e.split('=')[0] ?? '').filter(secretName)).toEqual([]);

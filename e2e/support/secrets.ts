@@ -7,13 +7,17 @@
 // The secrets never enter the sandbox: environments and command lines are read back and searched here, and
 // grep gets its patterns on stdin (never in an argument or the environment, where the scan would plant them).
 // Each scan has a positive control that must be found (a canary in the scanning process's environment and in a
-// file; GROVE_SLUG in the environments read from the host), so a scan that read nothing throws instead of
+// file; the sandbox's identity variable, GROVE_SLUG or a claimed warm sandbox's GROVE_POOL, in the environments read from the host), so a scan that read nothing throws instead of
 // reporting "not found". Under gVisor (GROVE_TEST_RUNTIME=runsc) the sandbox's processes and files live in its own
 // kernel, which the host cannot look into: there the all-seeing reads are a privileged root exec inside instead.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import { TEST_RUNTIME } from '../harness.ts';
+
+/** What every sandbox process's environment carries: its identity, set by the engine (cold start or warm sandbox). */
+const IDENTITY = /GROVE_(SLUG|POOL)=/;
+const IDENTITY_G = new RegExp(IDENTITY.source, 'g');
 
 export interface SecretHit {
   secret: string;
@@ -88,7 +92,7 @@ export async function findSecretsInSandbox(container: string, secrets: Record<st
   let slugs = 0;
   if (TEST_RUNTIME === 'runsc') {
     const out = await exec(['exec', '--privileged', '-u', '0:0', container, 'sh', '-c', 'for p in /proc/[0-9]*; do cat "$p/environ" "$p/cmdline" 2>/dev/null; echo; done']);
-    slugs = out.split('GROVE_SLUG=').length - 1;
+    slugs = out.match(IDENTITY_G)?.length ?? 0;
     search(out, 'a process environment or command line, read inside by a privileged root exec');
   }
   for (const pid of TEST_RUNTIME === 'runc' ? pids : []) {
@@ -100,10 +104,10 @@ export async function findSecretsInSandbox(container: string, secrets: Record<st
         // The process ended meanwhile.
       }
     }
-    if (text.includes('GROVE_SLUG=')) slugs++;
+    if (IDENTITY.test(text)) slugs++;
     search(text, `the environment or command line of host pid ${pid}`);
   }
-  control(slugs > 0, `no process environment read ${TEST_RUNTIME === 'runc' ? 'from the host' : 'by a privileged exec'} holds GROVE_SLUG`);
+  control(slugs > 0, `no process environment read ${TEST_RUNTIME === 'runc' ? 'from the host' : 'by a privileged exec'} holds GROVE_SLUG or GROVE_POOL`);
 
   // Files: a canary file planted by the agent's user must be found by both scans.
   const plant = await run('docker', ['exec', '-u', '1000:1000', container, 'sh', '-c', 'printf "%s\\n" "$1" > /tmp/.grove-scan-canary', 'sh', canary]);
