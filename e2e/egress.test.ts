@@ -39,7 +39,8 @@ const RELAY = { host: '127.0.0.1', port: 3128 };
 const PROVIDER_KEY = `sk-ant-SENTINEL-${randomBytes(12).toString('hex')}`;
 const FORGE_TOKEN = `grove-forge-SENTINEL-${randomBytes(12).toString('hex')}`;
 // The warm pool on, as users run it: A is a claimed warm sandbox (checked in beforeAll), so every promise below is
-// proven on the sandbox a fork gets by default; B forks right after, while the pool refills, and so starts cold.
+// proven on the sandbox a fork gets by default; B forks right after, while the pool refills, so it usually starts
+// cold (not asserted: what B is checked for holds either way).
 const SERVER_ENV = { ANTHROPIC_API_KEY: PROVIDER_KEY, GROVE_FORGE_TOKEN: FORGE_TOKEN, GROVE_WARM_POOL: '1' };
 
 function container(slug: string): string {
