@@ -21,6 +21,9 @@ export interface ProxyTarget {
   prefix?: string;
 }
 
+/** Slugs already found valid (a function of the string alone), so the schema runs once per slug, not per request; bounded. */
+const knownSlugs = new Set<string>();
+
 /** Split /w/<slug>/rest?q into slug and backend path; the slug is validated before it is used anywhere. */
 export function parseProxyPath(url: string): ProxyTarget | null {
   const m = PREFIX.exec(url);
@@ -31,8 +34,11 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   } catch {
     throw new GroveError('invalid_name', 'workspace slug in the URL is not valid percent-encoding');
   }
-  const parsed = slugSchema.safeParse(slug);
-  if (!parsed.success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
+  if (!knownSlugs.has(slug)) {
+    if (!slugSchema.safeParse(slug).success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
+    if (knownSlugs.size >= 4096) knownSlugs.clear();
+    knownSlugs.add(slug);
+  }
   const path = `${m[2] ?? '/'}${m[3] ?? ''}`;
   // The backend's host-only routes (docs/agents.md): the server holds the workspace and writes grove
   // markers itself; through the front door they would let a browser forge them. Normalized the way the
@@ -41,9 +47,9 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   // rest is tested as it is (no URL object per request).
   const pathname = /[.%\\]|\/\//.test(path) ? new URL(path, 'http://backend').pathname : (m[2] ?? '/');
   if (HOST_ONLY.test(pathname)) {
-    throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${parsed.data}/`);
+    throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${slug}/`);
   }
-  return { slug: parsed.data, path };
+  return { slug, path };
 }
 
 /**
@@ -297,10 +303,12 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
     const deadline = setTimeout(() => fail(timedOut(o.answerTimeoutMs)), o.answerTimeoutMs);
     cancel = () => clearTimeout(deadline);
 
-    const done = (clean: boolean) => {
+    const done = (clean: boolean, last?: Buffer) => {
       clearTimeout(deadline);
       finished = true;
-      res.end();
+      // The last bytes go out with the end: a small answer is then one write to the client, head and body together.
+      if (last?.length) res.end(last);
+      else res.end();
       if (clean && keep) o.pool.give(o.key, socket);
       else socket.destroy();
     };
@@ -341,9 +349,9 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
       }
       if (framing.kind === 'length') {
         const n = Math.min(remaining, chunk.length);
-        write(chunk.subarray(0, n));
         remaining -= n;
-        if (remaining === 0) done(n === chunk.length);
+        if (remaining === 0) done(n === chunk.length, chunk.subarray(0, n));
+        else write(chunk.subarray(0, n));
         return;
       }
       if (framing.kind === 'chunked' && decoder) {
