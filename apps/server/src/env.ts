@@ -99,6 +99,8 @@ export const envSchema = z.object({
   /** The sandboxes' OCI runtime: runc, or runsc (gVisor, a user-space kernel between agent and host; setup configures it). */
   GROVE_RUNTIME: sandboxRuntimeSchema.default('runc'),
   GROVE_HEALTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** How long a workspace backend may take to start answering a proxied request before the client gets 504 backend_timeout. */
+  GROVE_BACKEND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
   /**
    * Each workspace's disk quota: its worktree and agent state live in a filesystem image of this size (sparse: the
    * host pays for what is written). Needs root (loop mounts); 0/off: no quota.

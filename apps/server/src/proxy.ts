@@ -21,6 +21,9 @@ export interface ProxyTarget {
   prefix?: string;
 }
 
+/** Slugs already found valid (a function of the string alone), so the schema runs once per slug, not per request; bounded. */
+const knownSlugs = new Set<string>();
+
 /** Split /w/<slug>/rest?q into slug and backend path; the slug is validated before it is used anywhere. */
 export function parseProxyPath(url: string): ProxyTarget | null {
   const m = PREFIX.exec(url);
@@ -31,8 +34,11 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   } catch {
     throw new GroveError('invalid_name', 'workspace slug in the URL is not valid percent-encoding');
   }
-  const parsed = slugSchema.safeParse(slug);
-  if (!parsed.success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
+  if (!knownSlugs.has(slug)) {
+    if (!slugSchema.safeParse(slug).success) throw new GroveError('invalid_name', `"${slug}" is not a workspace slug (expected <project> or <project>~<name>)`);
+    if (knownSlugs.size >= 4096) knownSlugs.clear();
+    knownSlugs.add(slug);
+  }
   const path = `${m[2] ?? '/'}${m[3] ?? ''}`;
   // The backend's host-only routes (docs/agents.md): the server holds the workspace and writes grove
   // markers itself; through the front door they would let a browser forge them. Normalized the way the
@@ -41,9 +47,9 @@ export function parseProxyPath(url: string): ProxyTarget | null {
   // rest is tested as it is (no URL object per request).
   const pathname = /[.%\\]|\/\//.test(path) ? new URL(path, 'http://backend').pathname : (m[2] ?? '/');
   if (HOST_ONLY.test(pathname)) {
-    throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${parsed.data}/`);
+    throw new GroveError('not_found', `${m[2] ?? '/'} is not reachable through /w/${slug}/`);
   }
-  return { slug: parsed.data, path };
+  return { slug, path };
 }
 
 /**
@@ -89,8 +95,21 @@ export function scrubWorkspaceResponse(headers: http.IncomingHttpHeaders): void 
 
 type ResponseHook = (headers: http.IncomingHttpHeaders) => void;
 
-export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onResponseHeaders?: ResponseHook }): WorkspaceProxy {
+/** How long a backend may take to start its answer when the server is not told otherwise (GROVE_BACKEND_TIMEOUT_MS). */
+export const DEFAULT_ANSWER_TIMEOUT_MS = 60_000;
+
+export function createWorkspaceProxy(opts: {
+  grove: Grove;
+  logger: Logger;
+  onResponseHeaders?: ResponseHook;
+  /**
+   * The most a backend may take from the request (its body included) to the head of its answer; then the client
+   * gets 504 backend_timeout and the connection to the backend is closed. A body that follows may take its time.
+   */
+  answerTimeoutMs?: number | undefined;
+}): WorkspaceProxy {
   const { grove, logger, onResponseHeaders } = opts;
+  const answerTimeoutMs = opts.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS;
   // Keep-alive to the upstream sockets is essential: without it every request pays a connect
   // (docs/benchmarks.md). One pool per backend socket, tied to the socket it was made for: when the file at
   // that path is another socket (a restarted backend), the old pool's connections are dropped, never reused.
@@ -120,15 +139,15 @@ export function createWorkspaceProxy(opts: { grove: Grove; logger: Logger; onRes
       const socketPath = await grove.socketFor(t.slug);
       const { key } = verifyBackendSocketSync(socketPath, t.slug);
       prepare(req, t);
-      if (bodiless(req)) forwardLean(req, res, { socketPath, key, pool: leanPoolFor(socketPath), logger, onResponseHeaders });
-      else forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders });
+      if (bodiless(req)) forwardLean(req, res, { socketPath, key, pool: leanPoolFor(socketPath), logger, onResponseHeaders, answerTimeoutMs });
+      else forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders, answerTimeoutMs });
     },
     async ws(req, socket, head, t) {
       const socketPath = await grove.socketFor(t.slug);
       // One connection per upgrade, so one check per upgrade.
       await verifyBackendSocket(socketPath, t.slug);
       prepare(req, t);
-      forwardUpgrade(req, socket, head, { socketPath, logger, onResponseHeaders });
+      forwardUpgrade(req, socket, head, { socketPath, logger, onResponseHeaders, answerTimeoutMs });
     },
     close() {
       for (const p of pools.values()) p.agent.destroy();
@@ -178,6 +197,11 @@ interface ForwardOptions {
   socketPath: string;
   logger: Logger;
   onResponseHeaders?: ResponseHook | undefined;
+  answerTimeoutMs: number;
+}
+
+function timedOut(ms: number): GroveError {
+  return new GroveError('backend_timeout', `the workspace backend accepted the request but did not answer within ${ms / 1000} s`);
 }
 
 function unavailable(err: Error): GroveError {
@@ -195,7 +219,14 @@ function forward(req: http.IncomingMessage, res: http.ServerResponse, o: Forward
   // Framing of the body as the client sent it: a chunked upload stays chunked, a sized one keeps its length.
   if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
   const up = http.request({ socketPath: o.socketPath, agent: o.agent, method: req.method, path: req.url, headers });
+  // The deadline runs from the end of the request body: a slow upload is the client's time, not the backend's.
+  let deadline: NodeJS.Timeout | undefined;
+  up.on('finish', () => {
+    deadline = setTimeout(() => up.destroy(timedOut(o.answerTimeoutMs)), o.answerTimeoutMs);
+  });
+  up.on('close', () => clearTimeout(deadline));
   up.on('response', (ur) => {
+    clearTimeout(deadline);
     res.writeHead(ur.statusCode ?? 502, ur.statusMessage, downstreamHeaders(ur, o.onResponseHeaders));
     ur.pipe(res);
     ur.on('error', () => res.destroy());
@@ -252,9 +283,11 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
   let finished = false;
   let current: Socket | null = null;
   // A client that goes away mid-response must not leave the upstream request running, nor be retried.
+  let cancel = (): void => undefined;
   res.on('close', () => {
     if (finished) return;
     finished = true;
+    cancel();
     current?.destroy();
   });
 
@@ -266,18 +299,26 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
     let decoder: ChunkedDecoder | null = null;
     let keep = false;
     let answered = false;
+    // Until the head of the answer is in: a backend that accepts and never answers must not hold the client forever.
+    const deadline = setTimeout(() => fail(timedOut(o.answerTimeoutMs)), o.answerTimeoutMs);
+    cancel = () => clearTimeout(deadline);
 
-    const done = (clean: boolean) => {
+    const done = (clean: boolean, last?: Buffer) => {
+      clearTimeout(deadline);
       finished = true;
-      res.end();
+      // The last bytes go out with the end: a small answer is then one write to the client, head and body together.
+      if (last?.length) res.end(last);
+      else res.end();
       if (clean && keep) o.pool.give(o.key, socket);
       else socket.destroy();
     };
     const fail = (err: Error) => {
       // A retired attempt's socket still reports its close (or a late error); only the current one counts.
       if (finished || current !== socket) return;
+      clearTimeout(deadline);
       socket.destroy();
-      if (!answered && reused) {
+      // A timeout is not retried: the backend took the request, and the client has waited its share.
+      if (!answered && reused && !(err instanceof GroveError)) {
         attempt(o.pool.fresh(), false);
         return;
       }
@@ -287,7 +328,9 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
         return;
       }
       const e =
-        err instanceof UpstreamProtocolError
+        err instanceof GroveError
+          ? err
+          : err instanceof UpstreamProtocolError
           ? new GroveError('backend_unavailable', `the workspace backend's answer is not HTTP/1.1 the proxy can frame: ${err.message}`, { cause: err })
           : unavailable(err);
       sendError(res, e, o.logger);
@@ -306,9 +349,9 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
       }
       if (framing.kind === 'length') {
         const n = Math.min(remaining, chunk.length);
-        write(chunk.subarray(0, n));
         remaining -= n;
-        if (remaining === 0) done(n === chunk.length);
+        if (remaining === 0) done(n === chunk.length, chunk.subarray(0, n));
+        else write(chunk.subarray(0, n));
         return;
       }
       if (framing.kind === 'chunked' && decoder) {
@@ -349,6 +392,7 @@ function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: Lea
           if (rest.length === 0) return;
           continue;
         }
+        clearTimeout(deadline);
         const headers = parsedHeaders(parsed.raw);
         // Read before the hook edits the headers: whether the backend keeps this connection is its own say.
         keep = !parsed.http10 && !/\bclose\b/i.test(String(headers.connection ?? '')) && framing.kind !== 'close';
@@ -410,9 +454,12 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
   // One connection per upgrade: it becomes the tunnel, so it never goes back to a pool.
   const up = http.request({ socketPath: o.socketPath, agent: false, method: req.method, path: req.url, headers });
   let answered = false;
+  const deadline = setTimeout(() => up.destroy(timedOut(o.answerTimeoutMs)), o.answerTimeoutMs);
+  up.on('close', () => clearTimeout(deadline));
   socket.on('error', () => up.destroy());
   socket.on('close', () => up.destroy());
   up.on('upgrade', (ur, tunnel, tunnelHead) => {
+    clearTimeout(deadline);
     answered = true;
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
     pairs.push('Connection', 'Upgrade', 'Upgrade', String(ur.headers.upgrade ?? 'websocket'));
@@ -426,6 +473,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
   });
   up.on('response', (ur) => {
     // The backend refused the upgrade: its answer goes back (through the hook), ended by closing the connection.
+    clearTimeout(deadline);
     answered = true;
     // Its body arrives decoded, so it goes out sized as it came or delimited by the close.
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
@@ -439,7 +487,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
       socket.destroy();
       return;
     }
-    rejectUpgrade(socket, unavailable(err), o.logger);
+    rejectUpgrade(socket, err instanceof GroveError ? err : unavailable(err), o.logger);
   });
   up.end();
 }

@@ -29,6 +29,8 @@ export interface GroveServerOptions {
   web?: NodeHandler;
   /** GROVE_PREVIEW_URL: the preview listener's public origin, when a reverse proxy puts it elsewhere. */
   previewUrl?: string | undefined;
+  /** GROVE_BACKEND_TIMEOUT_MS: how long a backend may take to start its answer (proxy.ts). */
+  backendTimeoutMs?: number | undefined;
 }
 
 export interface GroveServer {
@@ -52,8 +54,9 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
   let previewPort: number | undefined;
   const previewUrl = (host: string | undefined, slug: string, port: number) => previewUrlOf(previewOrigin(host, { configured: opts.previewUrl, port: previewPort }), token, slug, port);
   const api = getRequestListener(createApi({ grove, logger, previewUrl }).fetch);
-  const proxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubWorkspaceResponse });
-  const previewProxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubPreviewResponse });
+  const answerTimeoutMs = opts.backendTimeoutMs;
+  const proxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubWorkspaceResponse, answerTimeoutMs });
+  const previewProxy = createWorkspaceProxy({ grove, logger, onResponseHeaders: scrubPreviewResponse, answerTimeoutMs });
   const sockets = new Set<Duplex>();
 
   /** The preview listener's URL of /w/<slug>/preview/<port>/<rest>?q, or null when target is not a preview path. */

@@ -18,6 +18,8 @@ export const ERROR_STATUS = {
   spawn_failed: 500,
   docker_unavailable: 503,
   backend_unavailable: 502,
+  /** The workspace backend accepted a proxied request but did not start its answer in time (GROVE_BACKEND_TIMEOUT_MS). */
+  backend_timeout: 504,
   /** /preview/<port>/ names a port outside the workspace's preview allowlist (or one of the backend's own). */
   port_not_allowed: 403,
   /** Nothing answers on the previewed port inside the workspace. */

@@ -65,11 +65,21 @@ export function validName(name: unknown): string {
   return parseOrThrow(nameSchema, name, { what: 'workspace name', code: 'invalid_name' });
 }
 
+/**
+ * Slugs already found valid: validity is a function of the string alone, and the proxy asks for every request
+ * (socketFor validates, then names the socket), where the schemas were a tenth of the front door's own time.
+ * Bounded, so a stream of distinct slugs cannot grow it.
+ */
+const knownSlugs = new Set<string>();
+
 export function validSlug(slug: unknown): string {
+  if (typeof slug === 'string' && knownSlugs.has(slug)) return slug;
   const s = parseOrThrow(slugSchema, slug, { what: 'slug', code: 'invalid_name' });
   const { project, name } = parseSlug(s);
   validProject(project);
   validName(name);
+  if (knownSlugs.size >= 4096) knownSlugs.clear();
+  knownSlugs.add(s);
   return s;
 }
 
@@ -105,6 +115,7 @@ export function createPaths(home: string): GrovePaths {
     scratchRoot: join(h, 'tmp'),
     poolRoot: join(h, 'pool'),
   };
+  const sockets = new Map<string, string>();
   return {
     home: h,
     db: join(h, 'grove.db'),
@@ -114,7 +125,16 @@ export function createPaths(home: string): GrovePaths {
     worktree: (project, name) => under(roots.worktreesRoot, validProject(project), validName(name)),
     thread: (slug) => under(roots.threadsRoot, validSlug(slug)),
     run: (slug) => under(roots.runRoot, validSlug(slug)),
-    socket: (slug) => under(roots.runRoot, validSlug(slug), 'backend.sock'),
+    socket: (slug) => {
+      // Once per proxied request (socketFor): the same slug always names the same path under this root.
+      let p = sockets.get(slug);
+      if (p === undefined) {
+        p = under(roots.runRoot, validSlug(slug), 'backend.sock');
+        if (sockets.size >= 4096) sockets.clear();
+        sockets.set(slug, p);
+      }
+      return p;
+    },
     egressSocket: (slug) => under(roots.runRoot, validSlug(slug), 'egress.sock'),
     state: (slug) => under(roots.stateRoot, validSlug(slug)),
     sandboxGit: (slug) => under(roots.sandboxGitRoot, validSlug(slug)),
