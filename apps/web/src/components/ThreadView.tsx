@@ -175,7 +175,7 @@ function AgentGuide({ provider, onPick }: { provider: string; onPick: (message: 
     <div className="thread-guide">
       <p>{guide.summary}</p>
       {guide.examples.length > 0 ? (
-        <ul className="thread-examples" aria-label="Example messages">
+        <ul className="thread-examples" aria-label="Things to try">
           {guide.examples.map((e: AgentExample) => (
             <li key={e.message}>
               <button type="button" className="btn btn-small thread-example" onClick={() => onPick(e.message)} title="Put this message in the composer">
@@ -418,7 +418,7 @@ function Composer({ slug, audience, turnRunning, sending, onSend, fill }: Compos
     >
       <ErrorText message={error} className="composer-error" />
       {queue.length > 0 ? (
-        <ul className="composer-queue" aria-label="Queued messages">
+        <ul className="composer-queue" aria-label="Waiting to be sent">
           {queue.map((m) => (
             <li key={m.id} className="composer-queued">
               <span className="composer-queued-label">Queued</span>
@@ -426,7 +426,7 @@ function Composer({ slug, audience, turnRunning, sending, onSend, fill }: Compos
               <button
                 type="button"
                 className="btn btn-small"
-                aria-label={`Cancel the queued message “${m.text}”`}
+                aria-label={`Cancel “${m.text}”`}
                 title="Take it out of the queue and back into the composer"
                 onClick={() => {
                   setQueue((q) => q.filter((x) => x.id !== m.id));
