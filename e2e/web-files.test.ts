@@ -1,37 +1,20 @@
 // The Files view in real Chromium against the real server and sandbox: open it in the workspace tab, expand a directory
 // from the keyboard, see a modified file's mark, open it and see highlighted text; then "Open file" on the Changes
 // panel's diff shows that file in the Files view. Screenshot workbench-files.
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
-import { cleanup, containerOf, dockerExec, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { containerOf, dockerExec } from './harness.ts';
+import { useWebServer } from './support/web.ts';
 
-const home = makeHome('web-files');
-const shot = screenshotter(home);
-let s: RunningServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  assertWebReady();
-  s = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR } });
-  await waitRunning(s, 'demo');
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  cleanup(home);
-});
+const web = useWebServer('web-files');
 
 describe('Files view', () => {
   it('shows the tree with marks, opens a file with highlighting, and opens a file from the diff', async () => {
-    const container = containerOf(s.instance, 'demo') ?? '';
+    const container = containerOf(web.s.instance, 'demo') ?? '';
     const w = dockerExec(container, ['sh', '-c', "cd /workspace && printf '// changed in the sandbox\\n' >> src/greet.js && printf 'notes\\n' > notes.txt"]);
     expect(w.code, w.out).toBe(0);
 
-    const page = await signedIn(browser, s.base, 1280);
-    await page.goto(`${s.base}/p/demo/w/default`);
+    const page = await web.signedIn(1280);
+    await page.goto(`${web.s.base}/p/demo/w/default`);
     await page.getByRole('tab', { name: 'Files', exact: true }).click();
     const tree = page.getByRole('tree', { name: 'Files of the workspace' });
     const src = tree.getByRole('treeitem', { name: /^src/ });
@@ -55,7 +38,7 @@ describe('Files view', () => {
     await viewer.locator('.hljs-comment', { hasText: 'changed in the sandbox' }).waitFor();
     expect(await viewer.locator('.hljs-keyword').count()).toBeGreaterThan(0);
     expect(await viewer.locator('.files-lines').innerText()).toMatch(/^1\n2/);
-    await shot(page, 'workbench-files');
+    await web.shot(page, 'workbench-files');
 
     // From the Changes panel: "Open file" on the file shows it in the Files view.
     await page.getByRole('tab', { name: 'Conversation', exact: true }).click();
@@ -68,7 +51,7 @@ describe('Files view', () => {
     await expect.poll(() => tree.getByRole('treeitem', { name: /notes\.txt/ }).getAttribute('aria-selected')).toBe('true');
 
     // Stopped: the view says where the files come from and offers Reopen.
-    expect((await s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
+    expect((await web.s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
     await page.getByText('The workspace is stopped; its files are read from its sandbox.').waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'Reopen', exact: true }).waitFor();
     await page.context().close();

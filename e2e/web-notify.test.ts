@@ -2,33 +2,13 @@
 // shown, and its tab gets a badge, its card an entry, and (opted in) a browser notification whose click opens the tab;
 // showing the tab clears them. A failed turn gives the failed badge with its error; a turn cut by a stop is recorded
 // as such and does not leave the tab replying; a turn that ends on screen gives nothing. Screenshot notify-badges.
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { turnEndedDataSchema, type GroveEvent, type TurnEndedData } from '@grove/contracts';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter } from './browser.ts';
-import { TOKEN, cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { TOKEN } from './harness.ts';
+import { useWebServer } from './support/web.ts';
 
-const home = makeHome('web-notify');
-const shot = screenshotter(home);
-let s: RunningServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  assertWebReady();
-  s = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR } });
-  await waitRunning(s, 'demo');
-  // The second workspace, forked through the API.
-  const fork = await s.api('POST', '/api/workspaces', { project: 'demo', name: 'other' });
-  expect(fork.status, JSON.stringify(fork.body)).toBe(201);
-  await waitRunning(s, 'demo~other');
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  cleanup(home);
-});
+const web = useWebServer('web-notify', { forks: ['other'] });
 
 /** Every `new Notification(...)` the page makes, kept in window.__notes; the last one's onclick is callable. */
 const CAPTURE = `(() => {
@@ -71,23 +51,23 @@ async function send(page: Page, name: string, text: string): Promise<void> {
 }
 
 async function turnEnds(slug: string): Promise<TurnEndedData[]> {
-  const r = await s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(slug)}&type=turn.ended`);
+  const r = await web.s.api<{ events: GroveEvent[] }>('GET', `/api/events?slug=${encodeURIComponent(slug)}&type=turn.ended`);
   return r.body.events.map((e) => turnEndedDataSchema.parse(e.data));
 }
 
 describe('turn-end notices', () => {
   it('badges the background tab, lists the entry, notifies when opted in, and clears when the tab is shown', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    await ctx.grantPermissions(['notifications'], { origin: s.base });
+    const ctx = await web.browser.newContext({ viewport: { width: 1280, height: 800 } });
+    await ctx.grantPermissions(['notifications'], { origin: web.s.base });
     await ctx.addInitScript(CAPTURE);
     const page = await ctx.newPage();
-    await page.goto(`${s.base}/login?token=${TOKEN}`);
+    await page.goto(`${web.s.base}/login?token=${TOKEN}`);
 
     // Two tabs: demo (the default workspace) and other; demo on screen.
-    await page.goto(`${s.base}/p/demo/w/other`);
+    await page.goto(`${web.s.base}/p/demo/w/other`);
     await pane(page, 'other').getByLabel('Message').waitFor({ timeout: 60_000 });
     await tabLink(page, 'other').waitFor();
-    await page.goto(`${s.base}/p/demo/w/default`);
+    await page.goto(`${web.s.base}/p/demo/w/default`);
     await pane(page, 'demo').getByLabel('Message').waitFor({ timeout: 60_000 });
     await tabLink(page, 'other').waitFor();
 
@@ -133,14 +113,14 @@ describe('turn-end notices', () => {
     // switch tabs): the failed badge with the error, and its entry.
     await tabLink(page, 'other').click();
     await page.waitForURL('**/p/demo/w/other');
-    expect((await s.api('POST', '/w/demo/messages', { text: 'fail' })).status).toBe(202);
+    expect((await web.s.api('POST', '/w/demo/messages', { text: 'fail' })).status).toBe(202);
     const failed = strip(page).getByRole('img', { name: /^Turn failed: Scripted failure, as requested\. \(turn 3\)$/ });
     await failed.waitFor({ timeout: 30_000 });
     expect(await badge(page, 'demo').innerText()).toBe('!');
     await expect.poll(async () => (await notes(page)).at(-1), { timeout: 10_000 }).toEqual({ title: 'demo: turn failed', body: 'The turn failed: Scripted failure, as requested. (turn 3)', tag: 'grove-turn-demo' });
     await strip(page).getByRole('link', { name: 'All workspaces' }).click();
     await demoCard(page).locator('.card-turn-failed').getByText(/^Failed (just now|.+ ago): Scripted failure, as requested\. \(turn 3\)$/).waitFor();
-    await shot(page, 'notify-badges');
+    await web.shot(page, 'notify-badges');
     expect((await turnEnds('demo')).at(-1)).toEqual({ turn: 'turn-3', outcome: 'failed', error: 'Scripted failure, as requested. (turn 3)', waitingForUser: false, shutdown: false });
     await tabLink(page, 'demo').click();
     await failed.waitFor({ state: 'detached' });
@@ -159,13 +139,13 @@ describe('turn-end notices', () => {
   });
 
   it('records a turn cut by a stop as such, and the tab does not stay replying', async () => {
-    const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    const ctx = await web.browser.newContext({ viewport: { width: 1280, height: 800 } });
     const page = await ctx.newPage();
-    await page.goto(`${s.base}/login?token=${TOKEN}`);
-    await page.goto(`${s.base}/p/demo/w/default`);
+    await page.goto(`${web.s.base}/login?token=${TOKEN}`);
+    await page.goto(`${web.s.base}/p/demo/w/default`);
     // Its tab is remembered (localStorage) once it is in the strip.
     await tabLink(page, 'demo').waitFor();
-    await page.goto(`${s.base}/p/demo/w/other`);
+    await page.goto(`${web.s.base}/p/demo/w/other`);
     await pane(page, 'other').getByLabel('Message').waitFor({ timeout: 60_000 });
     await tabLink(page, 'demo').waitFor();
     await send(page, 'other', 'sleep 30000');
@@ -174,7 +154,7 @@ describe('turn-end notices', () => {
     await tabLink(page, 'other').locator('.tab-replying').waitFor();
 
     // Stopped from the API, as from another browser: the backend reports the cut turn before it goes.
-    expect((await s.api('POST', '/api/workspaces/demo~other/stop')).status).toBe(200);
+    expect((await web.s.api('POST', '/api/workspaces/demo~other/stop')).status).toBe(200);
     await expect.poll(async () => (await turnEnds('demo~other')).at(-1), { timeout: 15_000 }).toEqual({ turn: 'turn-1', outcome: 'cancelled', error: null, waitingForUser: false, shutdown: true });
     await strip(page).getByRole('img', { name: 'Turn stopped' }).waitFor({ timeout: 30_000 });
     await tabLink(page, 'other').locator('.tab-replying').waitFor({ state: 'detached', timeout: 30_000 });

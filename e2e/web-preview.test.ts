@@ -4,11 +4,11 @@
 // is said to be gone, with the others offered;
 // stopped, the view offers Reopen, and the same address shows the page again once the server listens again.
 // Screenshot workbench-preview.
-import type { Browser, Frame, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Frame, Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import type { PortsResponse, PreviewUrlResponse } from '@grove/contracts';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from './browser.ts';
-import { TOKEN, cleanup, containerOf, dockerExec, makeHome, startServer, waitFor, waitRunning, type RunningServer } from './harness.ts';
+import { TOKEN, containerOf, dockerExec, waitFor } from './harness.ts';
+import { useWebServer } from './support/web.ts';
 
 // A dependency-free dev server, run with node -e inside the sandbox: argv = port, tag. It answers / with a page that
 // names it and counts its visits (so a reload is seen), and nothing else.
@@ -24,30 +24,14 @@ http.createServer((req, res) => {
 }).listen(Number(port), '127.0.0.1');
 `;
 
-const home = makeHome('web-preview');
-const shot = screenshotter(home);
-let s: RunningServer;
-let browser: Browser;
-
-beforeAll(async () => {
-  assertWebReady();
-  s = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR } });
-  await waitRunning(s, 'demo');
-  browser = await launchBrowser();
-});
-
-afterAll(async () => {
-  await browser?.close();
-  await s?.stop();
-  cleanup(home);
-});
+const web = useWebServer('web-preview');
 
 /** Starts the dev server in the default workspace's sandbox, as the agent; answers its pid once /ports lists it. */
 async function serve(port: number, tag: string): Promise<string> {
-  const container = containerOf(s.instance, 'demo') ?? '';
+  const container = containerOf(web.s.instance, 'demo') ?? '';
   const r = dockerExec(container, ['sh', '-c', `node -e "$0" ${port} "$1" >/tmp/dev-${port}.log 2>&1 & echo $!`, DEV_SERVER, tag]);
   expect(r.code, r.out).toBe(0);
-  await waitFor(`listening on ${port}`, async () => (await s.api<PortsResponse>('GET', '/w/demo/ports')).body.ports?.some((p) => p.port === port && p.preview), 20_000);
+  await waitFor(`listening on ${port}`, async () => (await web.s.api<PortsResponse>('GET', '/w/demo/ports')).body.ports?.some((p) => p.port === port && p.preview), 20_000);
   return r.out.trim();
 }
 
@@ -58,8 +42,8 @@ function previewFrame(page: Page): Promise<Frame> {
 
 describe('Preview view', () => {
   it("frames the dev server from the preview origin, reloads it, follows its port, and shows it again after a reopen", async () => {
-    const page = await signedIn(browser, s.base, 1280);
-    await page.goto(`${s.base}/p/demo/w/default`);
+    const page = await web.signedIn(1280);
+    await page.goto(`${web.s.base}/p/demo/w/default`);
     const previewTab = page.getByRole('tab', { name: 'Preview', exact: true });
     await previewTab.click();
 
@@ -81,24 +65,24 @@ describe('Preview view', () => {
     // dashboard's /w/<slug>/preview/<port>/ redirects to), not on the dashboard's.
     const first = await previewFrame(page);
     const at = first.url();
-    expect(new URL(at).origin).toBe(s.previewBase);
-    expect(new URL(at).origin).not.toBe(new URL(s.base).origin);
-    expect(await first.evaluate('self.origin')).toBe(s.previewBase);
-    const redirect = await fetch(`${s.base}/w/demo/preview/4173/`, { headers: { authorization: `Bearer ${TOKEN}` }, redirect: 'manual' });
+    expect(new URL(at).origin).toBe(web.s.previewBase);
+    expect(new URL(at).origin).not.toBe(new URL(web.s.base).origin);
+    expect(await first.evaluate('self.origin')).toBe(web.s.previewBase);
+    const redirect = await fetch(`${web.s.base}/w/demo/preview/4173/`, { headers: { authorization: `Bearer ${TOKEN}` }, redirect: 'manual' });
     expect(redirect.headers.get('location')).toBe(at);
-    expect((await s.api<PreviewUrlResponse>('GET', '/api/workspaces/demo/preview/4173')).body).toEqual({ port: 4173, url: at });
+    expect((await web.s.api<PreviewUrlResponse>('GET', '/api/workspaces/demo/preview/4173')).body).toEqual({ port: 4173, url: at });
     // Only for a workspace that exists.
-    const unknown = await s.api<{ code: string }>('GET', '/api/workspaces/demo~nope/preview/4173');
+    const unknown = await web.s.api<{ code: string }>('GET', '/api/workspaces/demo~nope/preview/4173');
     expect([unknown.status, unknown.body.code]).toEqual([404, 'workspace_not_found']);
     expect(await page.getByRole('link', { name: 'Open in new tab ↗' }).getAttribute('href')).toBe(at);
     // The preview may be framed (the dev server sent no policy and Grove adds none there); the dashboard may not.
     const framed = await fetch(at);
     expect(framed.headers.get('x-frame-options')).toBeNull();
     expect(framed.headers.get('content-security-policy')).toBeNull();
-    const dashboard = await fetch(`${s.base}/p/demo/w/default`);
+    const dashboard = await fetch(`${web.s.base}/p/demo/w/default`);
     expect(dashboard.headers.get('x-frame-options')).toBe('DENY');
     expect(dashboard.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
-    await shot(page, 'workbench-preview');
+    await web.shot(page, 'workbench-preview');
 
     // Reload asks the dev server again: the frame shows a later visit (the fetch above counted one too).
     const visit = frame.locator('#visit');
@@ -131,14 +115,14 @@ describe('Preview view', () => {
     // It stops: the view says so and offers what still listens.
     expect(second).toMatch(/^\d+$/);
     // The image has no kill binary: the shell's builtin.
-    expect(dockerExec(containerOf(s.instance, 'demo') ?? '', ['sh', '-c', 'kill "$0"', second]).code).toBe(0);
+    expect(dockerExec(containerOf(web.s.instance, 'demo') ?? '', ['sh', '-c', 'kill "$0"', second]).code).toBe(0);
     await page.getByText('Nothing listens on :4175 now.').waitFor({ timeout: 20_000 });
     await page.getByRole('button', { name: 'Show :4173' }).click();
     await frame.getByRole('heading', { name: 'Hello from the first server' }).waitFor({ timeout: 20_000 });
 
     // Stopped (from the API, as from another tab): the view says so and offers Reopen. After the reopen nothing
     // listens until the dev server is started again, and then the same address shows it.
-    expect((await s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
+    expect((await web.s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
     await page.getByText(/^The workspace is stopped; its preview shows here again/).waitFor({ timeout: 30_000 });
     await page.getByRole('button', { name: 'Reopen', exact: true }).click();
     await page.getByText('Nothing listens on :4173 now.').waitFor({ timeout: 60_000 });

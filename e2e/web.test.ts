@@ -44,7 +44,7 @@ const shot = screenshotter(home);
 
 /**
  * Types a message and sends it with the Send button, which Playwright waits for: while the previous
- * turn is still ending the button is Stop, and Enter would be ignored.
+ * turn is still ending the button says Queue, and Enter would queue the message instead of sending it.
  */
 async function send(scope: Page | Locator, text: string): Promise<void> {
   await scope.getByLabel('Message').fill(text);

@@ -16,8 +16,11 @@ export interface WebServer {
   signedIn(width?: number): Promise<Page>;
 }
 
-/** Registers the file's beforeAll/afterAll; `env` is added to the server's (GROVE_WEB_DIR is always set). */
-export function useWebServer(name: string, opts: { env?: Record<string, string> } = {}): WebServer {
+/**
+ * Registers the file's beforeAll/afterAll; `env` is added to the server's (GROVE_WEB_DIR is always set); `forks` are
+ * workspaces of demo forked through the API, running before the browser starts.
+ */
+export function useWebServer(name: string, opts: { env?: Record<string, string>; forks?: readonly string[] } = {}): WebServer {
   const home = makeHome(name);
   let server: RunningServer | undefined;
   let chromium: Browser | undefined;
@@ -26,6 +29,11 @@ export function useWebServer(name: string, opts: { env?: Record<string, string> 
     assertWebReady();
     server = await startServer({ home, env: { GROVE_WEB_DIR: WEB_DIR, ...opts.env } });
     await waitRunning(server, 'demo');
+    for (const fork of opts.forks ?? []) {
+      const r = await server.api('POST', '/api/workspaces', { project: 'demo', name: fork });
+      if (r.status !== 201) throw new Error(`forking demo~${fork}: ${r.status} ${JSON.stringify(r.body)}`);
+      await waitRunning(server, `demo~${fork}`);
+    }
     chromium = await launchBrowser();
   });
   afterAll(async () => {

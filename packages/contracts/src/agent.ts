@@ -13,6 +13,41 @@ import { forgeConfigSchema, gitSettingsSchema, overlayConfigSchema } from './git
 export const AGENT_PROVIDERS = ['scripted', 'claude', 'command'] as const;
 export type AgentProviderName = (typeof AGENT_PROVIDERS)[number];
 
+/** One message an empty conversation offers to send, and what it makes the agent do. */
+export interface AgentExample {
+  message: string;
+  does: string;
+}
+
+/**
+ * What the empty conversation says each provider can do (the web app shows it). The only copy of this text:
+ * the backend's providers implement the commands, they do not describe them to users.
+ */
+export const AGENT_GUIDES: Record<AgentProviderName, { summary: string; examples: readonly AgentExample[] }> = {
+  scripted: {
+    summary: 'This workspace runs the scripted agent, a stand-in for demos and tests. It understands these messages and echoes anything else:',
+    examples: [
+      { message: 'write notes.txt Hello from the agent', does: 'writes a file in the workspace' },
+      { message: 'sleep 3000', does: 'takes 3 s, streaming its reply' },
+      { message: 'fail', does: 'fails the turn, to see an error' },
+      { message: 'hello', does: 'echoes it back' },
+    ],
+  },
+  claude: {
+    summary: 'This workspace runs Claude Code: ask it to read, change or run anything in the workspace, and it tells you what it did.',
+    examples: [],
+  },
+  command: {
+    summary: 'This workspace runs the project’s own agent command: each message goes to it, and what it prints comes back here.',
+    examples: [],
+  },
+};
+
+/** The guide of a provider named by a backend (GET /status), or null for a name this Grove does not know. */
+export function agentGuideOf(provider: string): (typeof AGENT_GUIDES)[AgentProviderName] | null {
+  return (AGENT_PROVIDERS as readonly string[]).includes(provider) ? AGENT_GUIDES[provider as AgentProviderName] : null;
+}
+
 /** Where `{message}` appears in a command agent's argv, the user's message goes. */
 export const MESSAGE_PLACEHOLDER = '{message}';
 

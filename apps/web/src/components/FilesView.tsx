@@ -8,6 +8,7 @@ import { FILE_CONTENT_CAP } from '@grove/contracts';
 import type { FileContentResponse, FileEntry, GitMark, Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { useWorkbench } from '../lib/workbench.ts';
+import { StoppedView } from './StoppedView.tsx';
 import './FilesView.css';
 
 interface Props {
@@ -42,8 +43,6 @@ export function FilesView({ slug, workspace, visible, onChanged }: Props) {
   const [expanded, setExpanded] = useState<ReadonlySet<string>>(new Set());
   const [focused, setFocused] = useState<string | null>(null);
   const [open, setOpen] = useState<OpenFile | null>(null);
-  const [reopening, setReopening] = useState(false);
-  const [error, setError] = useState<string | null>(null);
   const treeRef = useRef<HTMLUListElement>(null);
   const handled = useRef(0);
 
@@ -175,31 +174,11 @@ export function FilesView({ slug, workspace, visible, onChanged }: Props) {
     if (open) void openFile(open.path);
   };
 
-  const reopen = async () => {
-    setReopening(true);
-    try {
-      await api.start(slug);
-      onChanged();
-    } catch (e) {
-      setError(messageOf(e));
-    } finally {
-      setReopening(false);
-    }
-  };
-
   if (!running) {
     return (
-      <div className="files-view files-stopped" role="status">
-        <p>The workspace is stopped; its files are read from its sandbox.</p>
-        <button type="button" className="btn" onClick={() => void reopen()} disabled={reopening || workspace.state !== 'stopped'}>
-          {reopening ? 'Reopening…' : 'Reopen'}
-        </button>
-        {error ? (
-          <p className="files-error" role="alert">
-            {error}
-          </p>
-        ) : null}
-      </div>
+      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
+        The workspace is stopped; its files are read from its sandbox.
+      </StoppedView>
     );
   }
 

@@ -9,6 +9,7 @@ import type { ListeningPort, Workspace } from '@grove/contracts';
 import { api, messageOf } from '../lib/api.ts';
 import { decide, listedPorts, loadPort, previewablePorts, savePort } from '../lib/preview.ts';
 import { useWorkbench } from '../lib/workbench.ts';
+import { StoppedView } from './StoppedView.tsx';
 import './PreviewView.css';
 
 interface Props {
@@ -32,7 +33,6 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
   const [urls, setUrls] = useState<ReadonlyMap<number, string>>(() => new Map());
   const [error, setError] = useState<string | null>(null);
   const [frameKey, setFrameKey] = useState(0);
-  const [reopening, setReopening] = useState(false);
   const reading = useRef(false);
 
   const read = useCallback(async () => {
@@ -109,18 +109,6 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
     };
   }, [slug, shownPort, urls]);
 
-  const reopen = async () => {
-    setReopening(true);
-    try {
-      await api.start(slug);
-      onChanged();
-    } catch (e) {
-      setError(messageOf(e));
-    } finally {
-      setReopening(false);
-    }
-  };
-
   const reload = () => {
     setFrameKey((k) => k + 1);
     void read();
@@ -128,21 +116,11 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
 
   if (!running) {
     return (
-      <div className="preview-view preview-note" role="status">
-        <p>
-          {workspace.state === 'stopped'
-            ? 'The workspace is stopped; its preview shows here again, at the same address, once its dev server listens after Reopen.'
-            : `The workspace is ${workspace.state}; its preview shows here once it runs.`}
-        </p>
-        <button type="button" className="btn" onClick={() => void reopen()} disabled={reopening || workspace.state !== 'stopped'}>
-          {reopening ? 'Reopening…' : 'Reopen'}
-        </button>
-        {error ? (
-          <p className="preview-error" role="alert">
-            {error}
-          </p>
-        ) : null}
-      </div>
+      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
+        {workspace.state === 'stopped'
+          ? 'The workspace is stopped; its preview shows here again, at the same address, once its dev server listens after Reopen.'
+          : `The workspace is ${workspace.state}; its preview shows here once it runs.`}
+      </StoppedView>
     );
   }
 

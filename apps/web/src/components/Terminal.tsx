@@ -6,6 +6,7 @@ import { useCallback, useEffect, useRef, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, messageOf, terminalUrl } from '../lib/api.ts';
 import '@xterm/xterm/css/xterm.css';
+import { StoppedView } from './StoppedView.tsx';
 import './Terminal.css';
 
 interface Props {
@@ -19,7 +20,6 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
   const [ids, setIds] = useState<string[]>([]);
   const [current, setCurrent] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
-  const [reopening, setReopening] = useState(false);
   const running = workspace.state === 'running';
 
   const refresh = useCallback(async () => {
@@ -62,27 +62,11 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
     void refresh();
   };
 
-  const reopen = async () => {
-    setReopening(true);
-    try {
-      await api.start(slug);
-      onChanged();
-    } catch (e) {
-      setError(messageOf(e));
-    } finally {
-      setReopening(false);
-    }
-  };
-
   if (!running) {
     return (
-      <div className="terminal-view terminal-stopped" role="status">
-        <p>The workspace is stopped; terminals run in its sandbox.</p>
-        <button type="button" onClick={() => void reopen()} disabled={reopening || workspace.state !== 'stopped'}>
-          {reopening ? 'Reopening…' : 'Reopen'}
-        </button>
-        {error && <p className="terminal-error" role="alert">{error}</p>}
-      </div>
+      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
+        The workspace is stopped; terminals run in its sandbox.
+      </StoppedView>
     );
   }
 

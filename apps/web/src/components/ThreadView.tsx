@@ -2,7 +2,7 @@
 'use client';
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState, type KeyboardEvent } from 'react';
-import { GROVE_LINE_PROVIDER, parseSlug } from '@grove/contracts';
+import { GROVE_LINE_PROVIDER, agentGuideOf, parseSlug, type AgentExample } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { isResumeCommand, RESUME_COMMAND } from '../lib/resume.ts';
 import { toItems, type ThreadItem } from '../lib/thread-state.ts';
@@ -88,6 +88,12 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
     savedTop.current = el.scrollTop;
   };
 
+  const empty = state.loaded && items.length === 0;
+  const provider = useProvider(slug, empty);
+  // An example picked in the empty thread lands in the composer (seq: picking the same one twice fills it again).
+  const [fill, setFill] = useState<Fill | null>(null);
+  const pick = (message: string) => setFill((f) => ({ text: message, seq: (f?.seq ?? 0) + 1 }));
+
   const waiting = state.busy && !state.draft;
   const sending = state.pending.some((p) => p.seq === null);
 
@@ -112,10 +118,11 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
               </Notice>
             </li>
           ) : null}
-          {state.loaded && items.length === 0 ? (
+          {empty ? (
             <li className="thread-empty">
               <p className="thread-empty-title">Nothing here yet</p>
               <p>{emptyHint}</p>
+              {provider ? <AgentGuide provider={provider} onPick={pick} /> : null}
             </li>
           ) : null}
           {items.map((item) => (
@@ -132,7 +139,53 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
           ) : null}
         </ol>
       </div>
-      <Composer slug={slug} audience={audience} turnRunning={state.busy && !sending} sending={sending} onSend={sendAndFollow} />
+      <Composer slug={slug} audience={audience} turnRunning={state.busy && !sending} sending={sending} onSend={sendAndFollow} fill={fill} />
+    </div>
+  );
+}
+
+interface Fill {
+  text: string;
+  seq: number;
+}
+
+/** The provider the workspace's backend runs (GET /status), read once the thread turns out empty; null until known. */
+function useProvider(slug: string, wanted: boolean): string | null {
+  const [provider, setProvider] = useState<string | null>(null);
+  useEffect(() => {
+    if (!wanted || provider !== null) return;
+    let live = true;
+    // Without it the empty thread only lacks its examples: nothing to report.
+    api.status(slug).then(
+      (s) => live && setProvider(s.provider),
+      () => undefined,
+    );
+    return () => {
+      live = false;
+    };
+  }, [slug, wanted, provider]);
+  return provider;
+}
+
+/** What this workspace's agent can do, from contracts' AGENT_GUIDES; examples fill the composer. */
+function AgentGuide({ provider, onPick }: { provider: string; onPick: (message: string) => void }) {
+  const guide = agentGuideOf(provider);
+  if (!guide) return null;
+  return (
+    <div className="thread-guide">
+      <p>{guide.summary}</p>
+      {guide.examples.length > 0 ? (
+        <ul className="thread-examples" aria-label="Things to try">
+          {guide.examples.map((e: AgentExample) => (
+            <li key={e.message}>
+              <button type="button" className="btn btn-small thread-example" onClick={() => onPick(e.message)} title="Put this message in the composer">
+                <code>{e.message}</code>
+              </button>
+              <span className="thread-example-does">{e.does}</span>
+            </li>
+          ))}
+        </ul>
+      ) : null}
     </div>
   );
 }
@@ -239,16 +292,49 @@ interface ComposerProps {
   /** A message is on its way to the agent. */
   sending: boolean;
   onSend: (text: string) => Promise<SendResult>;
+  /** Text to put in the composer (an example picked in the empty thread). */
+  fill: Fill | null;
 }
 
-function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProps) {
+interface Queued {
+  id: number;
+  text: string;
+}
+
+function Composer({ slug, audience, turnRunning, sending, onSend, fill }: ComposerProps) {
   const [text, setText] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [stop, setStop] = useState<StopState>('idle');
+  // The backend takes no message while a turn runs (409), so messages written meanwhile wait here, in order,
+  // and go out one per turn as each reply ends.
+  const [queue, setQueue] = useState<Queued[]>([]);
+  const queueId = useRef(1);
+  const flushing = useRef(false);
   const area = useRef<HTMLTextAreaElement>(null);
   const resume = useResume();
   const busy = turnRunning || sending;
   const command = isResumeCommand(text);
+
+  useEffect(() => {
+    if (!fill) return;
+    setText(fill.text);
+    area.current?.focus();
+  }, [fill]);
+
+  // A reply ended (or the message before went out and its turn ended): send the next queued one.
+  useEffect(() => {
+    const next = queue[0];
+    if (busy || !next || flushing.current) return;
+    flushing.current = true;
+    setQueue((q) => q.filter((m) => m.id !== next.id));
+    void onSend(next.text).then((r) => {
+      flushing.current = false;
+      if (r.ok) return;
+      // Nothing typed is lost: a message that could not go out comes back to the composer.
+      setText((now) => (now ? `${now}\n${next.text}` : next.text));
+      setError(r.error ?? 'The queued message was not sent.');
+    });
+  }, [busy, queue, onSend]);
 
   // The draft survives a reload or switching away; read after mount so server and client render alike.
   useEffect(() => {
@@ -282,9 +368,13 @@ function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProp
       return;
     }
     const message = text.trim();
-    if (!message || busy) return;
+    if (!message) return;
     setError(null);
     setText('');
+    if (busy || queue.length > 0) {
+      setQueue((q) => [...q, { id: queueId.current++, text: message }]);
+      return;
+    }
     const r = await onSend(message);
     if (r.ok) return;
     // Nothing typed is lost: the message comes back unless something new was typed meanwhile.
@@ -315,8 +405,8 @@ function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProp
   const switchHint = audience === 'engineer' ? 'switch workspace' : 'open another conversation';
   const hint = command
     ? `Press Enter to open the ${RESUME_COMMAND} picker.`
-    : turnRunning
-      ? 'The agent is replying. Stop it, or write your next message meanwhile.'
+    : busy
+      ? 'The agent is replying. Stop it, or write your next message: Enter queues it until the reply ends.'
       : `Enter to send, Shift+Enter for a new line. ${RESUME_COMMAND} or Ctrl+K to ${switchHint}.`;
   return (
     <form
@@ -327,6 +417,28 @@ function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProp
       }}
     >
       <ErrorText message={error} className="composer-error" />
+      {queue.length > 0 ? (
+        <ul className="composer-queue" aria-label="Waiting to be sent">
+          {queue.map((m) => (
+            <li key={m.id} className="composer-queued">
+              <span className="composer-queued-label">Queued</span>
+              <span className="composer-queued-text">{m.text}</span>
+              <button
+                type="button"
+                className="btn btn-small"
+                aria-label={`Cancel “${m.text}”`}
+                title="Take it out of the queue and back into the composer"
+                onClick={() => {
+                  setQueue((q) => q.filter((x) => x.id !== m.id));
+                  setText((now) => (now ? `${now}\n${m.text}` : m.text));
+                }}
+              >
+                Cancel
+              </button>
+            </li>
+          ))}
+        </ul>
+      ) : null}
       <div className="composer-row">
         <label htmlFor={`composer-${slug}`} className="sr-only">
           Message
@@ -346,12 +458,14 @@ function Composer({ slug, audience, turnRunning, sending, onSend }: ComposerProp
             {stop === 'stopping' ? <Spinner /> : <span className="stop-mark" aria-hidden="true" />}
             {stop === 'stopping' ? 'Stopping…' : 'Stop'}
           </button>
-        ) : (
-          <button type="submit" className="btn btn-primary" disabled={!command && (busy || !text.trim())}>
-            {sending && !command ? <Spinner /> : null}
-            {command ? 'Open' : sending ? 'Sending' : 'Send'}
+        ) : null}
+        {/* While a reply runs the button only appears for something typed, and queues it. */}
+        {!turnRunning || command || text.trim() ? (
+          <button type="submit" className="btn btn-primary" disabled={!command && !text.trim()}>
+            {sending && !command && !text.trim() ? <Spinner /> : null}
+            {command ? 'Open' : busy && text.trim() ? 'Queue' : sending ? 'Sending' : 'Send'}
           </button>
-        )}
+        ) : null}
       </div>
       <p className="composer-hint" id={hintId}>
         {hint}

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, symlinkSync, mkdirSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { ThreadLine } from '@grove/contracts';
+import { AGENT_GUIDES, type ThreadLine } from '@grove/contracts';
 import { SLEEP_CAP_MS, createScriptedProvider, parseCommand, splitIntoChunks } from './scripted.ts';
 import type { ProviderLine, TurnContext } from './types.ts';
 import { checkRelativePath, writeWorkspaceFile } from './workspace-files.ts';
@@ -86,6 +86,11 @@ describe('parseCommand', () => {
     ['writer a.txt x', { kind: 'echo' }],
     ['hello', { kind: 'echo' }],
   ])('%j', (text, expected) => expect(parseCommand(text)).toEqual(expected));
+
+  // The empty conversation offers these (contracts' AGENT_GUIDES): each must do what its line says.
+  it('the examples the web app offers are the commands they claim to be', () => {
+    expect(AGENT_GUIDES.scripted.examples.map((e) => parseCommand(e.message).kind)).toEqual(['write', 'sleep', 'fail', 'echo']);
+  });
 });
 
 describe('splitIntoChunks', () => {
