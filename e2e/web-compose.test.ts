@@ -79,7 +79,13 @@ describe('tabs', () => {
     const phone = await web.signedIn(390);
     await phone.goto(`${web.s.base}/p/demo/w/alpha`);
     await pane(phone, 'alpha').getByRole('list', { name: 'Things to try' }).waitFor();
+    const phonePane = pane(phone, 'alpha');
+    await expect.poll(() => phonePane.getByRole('region', { name: 'Changes', exact: true }).innerText()).toContain('No changes');
     await web.shot(phone, 'workspace-fresh-390');
+    // On a phone Ports is one line and the conversation starts in the upper half of the screen; the title keeps its room.
+    expect((await phonePane.getByRole('region', { name: 'Listening ports' }).boundingBox())?.height ?? 99).toBeLessThan(40);
+    expect((await phonePane.locator('.thread-scroll').boundingBox())?.y ?? 999).toBeLessThan(phone.viewportSize()!.height / 2);
+    expect((await phone.locator('.topbar-title h1').boundingBox())?.width ?? 0).toBeGreaterThan(60);
 
     const page = await web.signedIn(1280);
     for (const name of ['default', 'alpha', 'beta']) {

@@ -54,7 +54,7 @@ export function NotifyToggle() {
       title={hint}
     >
       <Bell off={!active} />
-      {active ? 'Notifying' : 'Notify me'}
+      <span className="notify-label">{active ? 'Notifying' : 'Notify me'}</span>
       {blocked ? <span className="sr-only"> ({hint})</span> : null}
     </button>
   );
