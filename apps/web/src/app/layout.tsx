@@ -4,6 +4,7 @@ import './globals.css';
 import type { Metadata, Viewport } from 'next';
 import type { ReactNode } from 'react';
 import { ResumeProvider } from '../components/Resume.tsx';
+import { THEME_SCRIPT } from '../lib/theme.ts';
 
 export const metadata: Metadata = {
   title: 'Grove',
@@ -21,7 +22,12 @@ export const viewport: Viewport = {
 
 export default function RootLayout({ children }: { children: ReactNode }) {
   return (
-    <html lang="en">
+    // suppressHydrationWarning: THEME_SCRIPT sets data-theme on <html> before React hydrates it.
+    <html lang="en" suppressHydrationWarning>
+      <head>
+        {/* Before the body is parsed, so the chosen theme is the first one painted (lib/theme.ts). */}
+        <script dangerouslySetInnerHTML={{ __html: THEME_SCRIPT }} />
+      </head>
       <body>
         <a href="#main" className="skip-link">
           Skip to content

@@ -176,7 +176,7 @@ export function ReviewView({ slug, workspace: w, visible }: ViewProps) {
               <ul className="changes-files">
                 {d.files.map((f, i) => (
                   <li key={f.path}>
-                    <button type="button" className="changes-file" onClick={() => jump(i)} aria-label={`Go to ${f.path}`}>
+                    <button type="button" className="changes-file" onClick={() => jump(i)}>
                       <FileLabel file={f} />
                     </button>
                   </li>

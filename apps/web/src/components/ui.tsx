@@ -2,6 +2,7 @@
 import Link from 'next/link';
 import type { ReactNode } from 'react';
 import type { WorkspaceState } from '@grove/contracts';
+import { ThemeToggle } from './ThemeToggle.tsx';
 import './ui.css';
 
 export function Shell({ title, subtitle, nav, children, fill = false }: { title: ReactNode; subtitle?: ReactNode; nav?: ReactNode; children: ReactNode; fill?: boolean }) {
@@ -17,6 +18,7 @@ export function Shell({ title, subtitle, nav, children, fill = false }: { title:
           {subtitle ? <p className="topbar-sub">{subtitle}</p> : null}
         </div>
         {nav ? <nav className="topbar-nav" aria-label="Main">{nav}</nav> : null}
+        <ThemeToggle />
       </header>
       <main className="main" id="main">
         {children}
