@@ -26,7 +26,7 @@ const stripHeights = (page: Page) =>
   page.evaluate<[number, number]>(`(() => { const el = document.querySelector('nav[aria-label="Open workspaces"]'); return [el.scrollHeight, el.clientHeight]; })()`);
 
 describe('empty thread and composer', () => {
-  it('offers the scripted agent’s commands, fills the composer from one, and queues a message written during a reply', { timeout: 120_000 }, async () => {
+  it('offers the scripted agent’s commands, fills the composer from one, and queues a message written during a reply, across a reload', { timeout: 120_000 }, async () => {
     const page = await web.signedIn();
     const examples = page.getByRole('list', { name: 'Things to try' });
     await examples.waitFor();
@@ -38,7 +38,7 @@ describe('empty thread and composer', () => {
     const box = page.getByLabel('Message');
     await examples.getByRole('button', { name: 'sleep 3000' }).click();
     await expect.poll(() => box.inputValue()).toBe('sleep 3000');
-    await box.fill('sleep 6000');
+    await box.fill('sleep 9000');
     await box.press('Enter');
     await page.getByRole('button', { name: 'Stop the reply' }).waitFor();
     await page.getByText('Enter queues it until the reply ends.').waitFor();
@@ -60,11 +60,18 @@ describe('empty thread and composer', () => {
     await expect.poll(() => box.inputValue()).toBe('never mind');
     await box.fill('');
 
+    // A reload keeps the queue (this tab's sessionStorage) and still holds it while the reply runs.
+    await page.reload();
+    await page.getByRole('button', { name: 'Stop the reply' }).waitFor();
+    await queue.getByText('after the nap').waitFor();
+    expect(await queue.getByRole('listitem').count()).toBe(1);
+    expect(await page.locator('.msg-user', { hasText: 'after the nap' }).count()).toBe(0);
+
     // The reply ends, then the queued message goes out by itself and gets its own reply.
-    await reply(page, 'Slept for 6000 ms').waitFor({ timeout: 30_000 });
+    await reply(page, 'Slept for 9000 ms').waitFor({ timeout: 30_000 });
     await reply(page, 'You said: "after the nap"').waitFor({ timeout: 30_000 });
     await expect.poll(() => queue.count()).toBe(0);
-    expect(await page.locator('.msg-user').allInnerTexts()).toEqual([expect.stringContaining('sleep 6000'), expect.stringContaining('after the nap')]);
+    expect(await page.locator('.msg-user').allInnerTexts()).toEqual([expect.stringContaining('sleep 9000'), expect.stringContaining('after the nap')]);
     expect(await page.locator('.msg-user', { hasText: 'never mind' }).count()).toBe(0);
     await page.context().close();
   });

@@ -139,7 +139,7 @@ export function ThreadView({ slug, audience, onDisconnect, emptyHint, active = t
           ) : null}
         </ol>
       </div>
-      <Composer slug={slug} audience={audience} turnRunning={state.busy && !sending} sending={sending} onSend={sendAndFollow} fill={fill} />
+      <Composer slug={slug} audience={audience} turnRunning={state.busy && !sending} sending={sending} loaded={state.loaded && state.heard} onSend={sendAndFollow} fill={fill} />
     </div>
   );
 }
@@ -281,6 +281,18 @@ function formatJson(v: unknown): string {
 }
 
 const draftKey = (slug: string) => `grove:draft:${slug}`;
+const queueKey = (slug: string) => `grove:queue:${slug}`;
+
+/** The queue as this tab saved it: a list of strings, or nothing (storage is the page's, but it is read defensively). */
+function readQueue(raw: string | null): string[] {
+  if (!raw) return [];
+  try {
+    const v: unknown = JSON.parse(raw);
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x.trim() !== '') : [];
+  } catch {
+    return [];
+  }
+}
 
 type StopState = 'idle' | 'stopping';
 
@@ -291,6 +303,8 @@ interface ComposerProps {
   turnRunning: boolean;
   /** A message is on its way to the agent. */
   sending: boolean;
+  /** The thread has been read and the backend has said whether a reply runs: until then nothing queued goes out. */
+  loaded: boolean;
   onSend: (text: string) => Promise<SendResult>;
   /** Text to put in the composer (an example picked in the empty thread). */
   fill: Fill | null;
@@ -301,7 +315,7 @@ interface Queued {
   text: string;
 }
 
-function Composer({ slug, audience, turnRunning, sending, onSend, fill }: ComposerProps) {
+function Composer({ slug, audience, turnRunning, sending, loaded, onSend, fill }: ComposerProps) {
   const [text, setText] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [stop, setStop] = useState<StopState>('idle');
@@ -324,7 +338,7 @@ function Composer({ slug, audience, turnRunning, sending, onSend, fill }: Compos
   // A reply ended (or the message before went out and its turn ended): send the next queued one.
   useEffect(() => {
     const next = queue[0];
-    if (busy || !next || flushing.current) return;
+    if (busy || !loaded || !next || flushing.current) return;
     flushing.current = true;
     setQueue((q) => q.filter((m) => m.id !== next.id));
     void onSend(next.text).then((r) => {
@@ -334,7 +348,21 @@ function Composer({ slug, audience, turnRunning, sending, onSend, fill }: Compos
       setText((now) => (now ? `${now}\n${next.text}` : next.text));
       setError(r.error ?? 'The queued message was not sent.');
     });
-  }, [busy, queue, onSend]);
+  }, [busy, loaded, queue, onSend]);
+
+  // The queue survives a reload in this browser tab, as the draft does (sessionStorage: another tab has its own, so
+  // two tabs never send the same queued message). Read once after mount; written on every change after that.
+  const queueRead = useRef(false);
+  useEffect(() => {
+    const saved = readQueue(window.sessionStorage.getItem(queueKey(slug)));
+    queueRead.current = true;
+    if (saved.length > 0) setQueue(saved.map((text) => ({ id: queueId.current++, text })));
+  }, [slug]);
+  useEffect(() => {
+    if (!queueRead.current) return;
+    if (queue.length > 0) window.sessionStorage.setItem(queueKey(slug), JSON.stringify(queue.map((m) => m.text)));
+    else window.sessionStorage.removeItem(queueKey(slug));
+  }, [slug, queue]);
 
   // The draft survives a reload or switching away; read after mount so server and client render alike.
   useEffect(() => {

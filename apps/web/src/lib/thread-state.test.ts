@@ -47,6 +47,11 @@ describe('threadReducer', () => {
     expect(s.busy).toBe(false);
     expect(s.draft).toBeNull();
   });
+
+  it('is heard only once the backend said hello: a history alone does not say whether a turn runs', () => {
+    expect(run({ type: 'history', lines: [] }).heard).toBe(false);
+    expect(run({ type: 'history', lines: [] }, { type: 'frame', frame: { type: 'hello', lastSeq: 0, busy: true } }).heard).toBe(true);
+  });
 });
 
 describe('toItems', () => {

@@ -20,6 +20,8 @@ export interface ThreadState {
   pending: PendingMessage[];
   /** The history has been loaded at least once. */
   loaded: boolean;
+  /** The backend's stream has said hello at least once, so `busy` is its word, not a guess. */
+  heard: boolean;
 }
 
 export type ThreadAction =
@@ -29,7 +31,7 @@ export type ThreadAction =
   | { type: 'sent'; id: number; seq: number }
   | { type: 'send_failed'; id: number; busy: boolean };
 
-export const initialThreadState: ThreadState = { lines: [], draft: null, busy: false, pending: [], loaded: false };
+export const initialThreadState: ThreadState = { lines: [], draft: null, busy: false, pending: [], loaded: false, heard: false };
 
 export function lastSeq(state: ThreadState): number {
   return state.lines.at(-1)?.seq ?? -1;
@@ -62,7 +64,7 @@ function applyFrame(state: ThreadState, frame: StreamFrame): ThreadState {
   switch (frame.type) {
     case 'hello':
       // The backend knows whether a turn runs; trust it over whatever we guessed while disconnected.
-      return { ...state, busy: frame.busy, draft: frame.busy ? state.draft : null };
+      return { ...state, busy: frame.busy, draft: frame.busy ? state.draft : null, heard: true };
     case 'delta': {
       const text = state.draft?.turn === frame.turn ? state.draft.text + frame.text : frame.text;
       return { ...state, busy: true, draft: { turn: frame.turn, text } };
