@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { execGit, gitText } from './git-exec.ts';
+import { execGit, gitLauncherPid, gitText } from './git-exec.ts';
 import { git } from './test-support/repo.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'grove-gitexec-'));
@@ -44,6 +44,40 @@ describe('git-exec', () => {
     expect(r.overflow).toBe(true);
     expect(r.timedOut).toBe(false);
     expect(r.stdout.length).toBe(1000);
+  });
+});
+
+describe('the git launcher', () => {
+  // git runs an alias starting with "!" through sh, so $PPID in it is git's pid, and git's own parent is in its status.
+  const parentOfGit = ['-c', "alias.parent=!cat >/dev/null; sed -n 's/^PPid:[[:space:]]*//p' /proc/$PPID/status", 'parent'];
+
+  it('starts git from the launcher, not from the server, and passes input and output through it', async () => {
+    const launcher = gitLauncherPid();
+    expect(launcher).toBeGreaterThan(0);
+    expect(launcher).not.toBe(process.pid);
+    const parent = await gitText({ gitDir: repo, args: parentOfGit, what: 'naming the parent', input: 'x' });
+    expect(Number(parent.trim())).toBe(launcher);
+    // The blob id of "hello\n": the input reached git and its output came back whole.
+    expect((await gitText({ gitDir: repo, args: ['hash-object', '--stdin'], what: 'hashing', input: 'hello\n' })).trim()).toBe('ce013625030ba8dba906f756967f9e9ca394464a');
+  });
+
+  it('starts a call with a large input from the server itself (the launcher would copy it)', async () => {
+    const parent = await gitText({ gitDir: repo, args: parentOfGit, what: 'naming the parent', input: Buffer.alloc(2 * 1024 * 1024, 120) });
+    expect(Number(parent.trim())).toBe(process.pid);
+  });
+
+  it('fails the calls of a launcher that dies with git_failed, and the next call starts a new launcher', async () => {
+    const first = gitLauncherPid();
+    expect(first).toBeDefined();
+    const hung = gitText({ gitDir: repo, args: ['-c', 'alias.z=!sleep 2', 'z'], what: 'sleeping', timeoutMs: 20_000 });
+    // The call is in the launcher's hands once git is there to be waited for.
+    await new Promise((r) => setTimeout(r, 200));
+    process.kill(first as number, 'SIGKILL');
+    await expect(hung).rejects.toMatchObject({ code: 'git_failed', message: expect.stringContaining('launcher') as string });
+    expect((await gitText({ gitDir: repo, args: ['rev-parse', '--is-bare-repository'], what: 'asking' })).trim()).toBe('true');
+    const second = gitLauncherPid();
+    expect(second).toBeGreaterThan(0);
+    expect(second).not.toBe(first);
   });
 });
 

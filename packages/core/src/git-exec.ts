@@ -1,7 +1,9 @@
-import { spawn } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { GroveError } from '@grove/contracts';
 
 /**
@@ -140,64 +142,238 @@ export function execGit(o: GitExecOptions): Promise<GitExecResult> {
   const maxBytes = o.maxBytes ?? 64 * 1024 * 1024;
   const timeoutMs = o.timeoutMs ?? 120_000;
   return new Promise((resolvePromise, reject) => {
-    const child = spawn('git', gitArgv(o), {
-      cwd: o.cwd ?? o.gitDir,
-      env: gitEnv(o) as NodeJS.ProcessEnv,
-      stdio: ['pipe', 'pipe', 'pipe'],
-      // Its own process group, so the deadline also stops what git started (pack-objects, ssh).
-      detached: true,
-    });
     const chunks: Buffer[] = [];
     let size = 0;
     let overflow = false;
     let timedOut = false;
     let stderr = '';
     let killTimer: NodeJS.Timeout | null = null;
+    let settled = false;
     const stop = (): void => {
-      signal('SIGTERM');
-      killTimer ??= setTimeout(() => signal('SIGKILL'), KILL_GRACE_MS);
-    };
-    const signal = (sig: NodeJS.Signals): void => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, sig);
-      } catch {
-        // Already gone.
-      }
+      child.signal('SIGTERM');
+      killTimer ??= setTimeout(() => child.signal('SIGKILL'), KILL_GRACE_MS);
     };
     const deadline = setTimeout(() => {
       timedOut = true;
       stop();
     }, timeoutMs);
-    child.stdout.on('data', (b: Buffer) => {
-      if (overflow) return;
-      const room = maxBytes - size;
-      if (b.length > room) {
-        chunks.push(b.subarray(0, room));
-        size = maxBytes;
-        overflow = true;
-        stop();
-        return;
-      }
-      chunks.push(b);
-      size += b.length;
-    });
-    child.stderr.on('data', (b: Buffer) => {
-      if (stderr.length < STDERR_CAP) stderr += b.toString('utf8').slice(0, STDERR_CAP - stderr.length);
-    });
-    // git may exit before reading all of stdin (e.g. on an error): that is its answer, not ours to crash on.
-    child.stdin.on('error', () => undefined);
-    child.on('error', (e) => {
+    const finish = (): boolean => {
+      if (settled) return false;
+      settled = true;
       clearTimeout(deadline);
       if (killTimer) clearTimeout(killTimer);
-      reject(new GroveError('git_failed', `could not run git: ${e.message}`, { cause: e }));
-    });
-    child.on('close', (code) => {
-      clearTimeout(deadline);
-      if (killTimer) clearTimeout(killTimer);
-      resolvePromise({ code, stdout: Buffer.concat(chunks), stderr, overflow, timedOut });
-    });
-    child.stdin.end(o.input ?? '');
+      return true;
+    };
+    const child = startProcess(
+      { file: 'git', args: gitArgv(o), cwd: o.cwd ?? o.gitDir, env: gitEnv(o), input: o.input ?? '' },
+      {
+        stdout: (b) => {
+          if (overflow) return;
+          const room = maxBytes - size;
+          if (b.length > room) {
+            chunks.push(b.subarray(0, room));
+            size = maxBytes;
+            overflow = true;
+            stop();
+            return;
+          }
+          chunks.push(b);
+          size += b.length;
+        },
+        stderr: (b) => {
+          if (stderr.length < STDERR_CAP) stderr += b.toString('utf8').slice(0, STDERR_CAP - stderr.length);
+        },
+        error: (e) => {
+          if (finish()) reject(new GroveError('git_failed', `could not run git: ${e.message}`, { cause: e }));
+        },
+        close: (code) => {
+          if (finish()) resolvePromise({ code, stdout: Buffer.concat(chunks), stderr, overflow, timedOut });
+        },
+      },
+    );
   });
+}
+
+// ---- starting processes: through a small launcher child, so the server's heap is not forked each time ----
+
+interface StartOptions {
+  file: string;
+  args: string[];
+  cwd: string;
+  env: Record<string, string>;
+  input: string | Buffer;
+}
+
+/** What a started process reports; exactly one of error and close ends it (callers ignore a second). */
+interface StartHandlers {
+  stdout(b: Buffer): void;
+  stderr(b: Buffer): void;
+  close(code: number | null): void;
+  error(e: Error): void;
+}
+
+interface Started {
+  /** Signal the process's group (it is started detached, as its own group leader). */
+  signal(sig: NodeJS.Signals): void;
+}
+
+/**
+ * Inputs past this size are started from the server itself: the launcher would copy them through its channel
+ * (packs for index-pack can be gigabytes), and one fork per pack costs nothing beside moving it.
+ */
+const LAUNCHER_MAX_INPUT = 1024 * 1024;
+
+/**
+ * Start file as its own process group with exactly this environment. Through the launcher when it runs (or can
+ * be started), else directly. fork() copies the page tables of the process that calls it, so a direct spawn
+ * costs the server 2-5 ms of event loop per git process at 150-400 MB (bench: docs/benchmarks.md, "Teardown");
+ * the launcher's fork costs well under one.
+ */
+function startProcess(o: StartOptions, h: StartHandlers): Started {
+  const size = typeof o.input === 'string' ? Buffer.byteLength(o.input) : o.input.length;
+  const launcher = size <= LAUNCHER_MAX_INPUT ? currentLauncher() : null;
+  return launcher ? launcher.start(o, h) : startDirect(o, h);
+}
+
+function signalGroup(pid: number | undefined, sig: NodeJS.Signals): void {
+  try {
+    if (pid !== undefined) process.kill(-pid, sig);
+  } catch {
+    // Already gone.
+  }
+}
+
+function startDirect(o: StartOptions, h: StartHandlers): Started {
+  const child = spawn(o.file, o.args, { cwd: o.cwd, env: o.env as NodeJS.ProcessEnv, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  child.stdout.on('data', (b: Buffer) => h.stdout(b));
+  child.stderr.on('data', (b: Buffer) => h.stderr(b));
+  // git may exit before reading all of stdin (e.g. on an error): that is its answer, not ours to crash on.
+  child.stdin.on('error', () => undefined);
+  child.on('error', (e) => h.error(e));
+  child.on('close', (code) => h.close(code));
+  child.stdin.end(o.input);
+  return { signal: (sig) => signalGroup(child.pid, sig) };
+}
+
+interface InFlight {
+  h: StartHandlers;
+  pid: number | undefined;
+  /** Signals asked for before the launcher said which pid the process got. */
+  early: NodeJS.Signals[];
+}
+
+type LauncherMessage =
+  | { t: 'pid'; id: number; pid: number }
+  | { t: 'out' | 'err'; id: number; d: Uint8Array }
+  | { t: 'close'; id: number; code: number | null }
+  | { t: 'error'; id: number; message: string };
+
+const LAUNCHER_FILE = fileURLToPath(new URL('./git-launcher.mjs', import.meta.url));
+
+/** The launcher child (git-launcher.mjs): one per server process, started on first use, again after it exits. */
+class Launcher {
+  private readonly child: ChildProcess;
+  private readonly inFlight = new Map<number, InFlight>();
+  private nextId = 1;
+  private dead = false;
+
+  constructor() {
+    // Its own process group (a Ctrl+C to the server's terminal would otherwise stop it under a graceful shutdown's
+    // last git calls), no environment of the server's, no tsx: it is plain JavaScript. It leaves when the channel
+    // closes, i.e. with the server.
+    this.child = fork(LAUNCHER_FILE, [], { execArgv: [], env: {}, serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], detached: true });
+    this.child.on('message', (m: LauncherMessage) => this.onMessage(m));
+    this.child.on('error', (e) => this.gone(`failed: ${e.message}`));
+    this.child.on('exit', (code, sig) => this.gone(`exited (${sig ?? `code ${code}`})`));
+    // Only calls in flight keep the server's event loop alive, not the launcher itself.
+    this.child.unref();
+    this.child.channel?.unref();
+  }
+
+  /** The launcher's pid (tests: git's parent is the launcher, not the server). */
+  get pid(): number | undefined {
+    return this.child.pid;
+  }
+
+  get alive(): boolean {
+    return !this.dead && this.child.connected;
+  }
+
+  start(o: StartOptions, h: StartHandlers): Started {
+    const id = this.nextId++;
+    const call: InFlight = { h, pid: undefined, early: [] };
+    this.inFlight.set(id, call);
+    if (this.inFlight.size === 1) this.child.channel?.ref();
+    this.child.send({ t: 'spawn', id, file: o.file, args: o.args, cwd: o.cwd, env: o.env, input: o.input }, (e) => {
+      if (e) this.end(id)?.h.error(new Error(`the git launcher did not take the call: ${e.message}`));
+    });
+    return {
+      signal: (sig) => {
+        if (call.pid === undefined) call.early.push(sig);
+        else signalGroup(call.pid, sig);
+      },
+    };
+  }
+
+  private onMessage(m: LauncherMessage): void {
+    const call = this.inFlight.get(m.id);
+    if (!call) return;
+    switch (m.t) {
+      case 'pid':
+        call.pid = m.pid;
+        for (const sig of call.early.splice(0)) signalGroup(m.pid, sig);
+        return;
+      case 'out':
+        call.h.stdout(Buffer.from(m.d.buffer, m.d.byteOffset, m.d.byteLength));
+        return;
+      case 'err':
+        call.h.stderr(Buffer.from(m.d.buffer, m.d.byteOffset, m.d.byteLength));
+        return;
+      case 'close':
+        this.end(m.id)?.h.close(m.code);
+        return;
+      case 'error':
+        this.end(m.id)?.h.error(new Error(m.message));
+        return;
+    }
+  }
+
+  private end(id: number): InFlight | undefined {
+    const call = this.inFlight.get(id);
+    if (!call) return undefined;
+    this.inFlight.delete(id);
+    if (this.inFlight.size === 0) this.child.channel?.unref();
+    return call;
+  }
+
+  /** The launcher is gone: what it was running cannot be heard any more, so each call fails (never retried: git may have run). */
+  private gone(why: string): void {
+    if (this.dead) return;
+    this.dead = true;
+    if (launcher === this) launcher = null;
+    const calls = [...this.inFlight.values()];
+    this.inFlight.clear();
+    for (const call of calls) call.h.error(new Error(`the git launcher ${why} while git ran`));
+  }
+}
+
+let launcher: Launcher | null = null;
+
+function currentLauncher(): Launcher | null {
+  if (launcher?.alive) return launcher;
+  try {
+    launcher = new Launcher();
+    return launcher;
+  } catch {
+    // Cannot start one now (no process slots, say): this call goes directly, the next tries again.
+    launcher = null;
+    return null;
+  }
+}
+
+/** The launcher's pid, starting it if needed (tests). */
+export function gitLauncherPid(): number | undefined {
+  return currentLauncher()?.pid;
 }
 
 /** git's stdout as text; git_failed (naming what was attempted) on a non-zero exit, a deadline or too much output. */

@@ -226,10 +226,14 @@ export interface WorktreeSnapshot {
  * Step one of turning a worktree into a commit, shared by the teardown recovery refs and checkpoints: resolve
  * the parent in the primary, snapshot the worktree through a throwaway index into `objects` (a workspace's
  * store; the primary itself for a checkpoint, whose commit is shared work), and say whether anything changed.
+ * `base`: parent already resolved by the caller (commitAndTree), which saves a git process on its path.
  */
-export async function snapshotWorktree(repo: string, o: { worktree: string; parent: string | null; objects?: string; indexOut?: string }): Promise<WorktreeSnapshot> {
+export async function snapshotWorktree(
+  repo: string,
+  o: { worktree: string; parent: string | null; base?: { commit: string; tree: string } | null; objects?: string; indexOut?: string },
+): Promise<WorktreeSnapshot> {
   const gitDir = o.objects ?? repo;
-  const base = o.parent ? await commitAndTree(repo, o.parent) : null;
+  const base = o.base !== undefined ? o.base : o.parent ? await commitAndTree(repo, o.parent) : null;
   const tip = base?.commit ?? null;
   const { tree, embedded } = await snapshotTree({ repo, gitDir, worktree: o.worktree, parent: tip, indexOut: o.indexOut });
   const unchanged = base ? base.tree === tree : (await raw(gitDir, ['ls-tree', tree], 'reading the saved tree')).trim() === '';

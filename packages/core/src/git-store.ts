@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { GroveError, parseRecoveryRef, recoveryRef, recoveryRefPrefix } from '@grove/contracts';
 import { execGit, raw } from './git-exec.ts';
 import { resolveCommit } from './git.ts';
-import { commitInfo, snapshotTree, snapshotWorktree, writeCommit } from './git-snapshot.ts';
+import { commitAndTree, commitInfo, snapshotTree, snapshotWorktree, writeCommit } from './git-snapshot.ts';
 
 /**
  * Each workspace's private object store (turn snapshots, saved work; never mounted in a sandbox), the recovery
@@ -34,22 +34,43 @@ const openedStores = new Set<string>();
  */
 export async function openStore(repo: string, objects: string, slug: string): Promise<void> {
   if (openedStores.has(objects) && existsSync(join(objects, 'objects'))) return;
-  if (!existsSync(join(objects, 'objects', 'info', 'alternates'))) {
-    const format = (await raw(repo, ['rev-parse', '--show-object-format'], 'reading the object format')).trim() || 'sha1';
-    await mkdir(dirname(objects), { recursive: true, mode: 0o700 });
-    await raw(objects, ['init', '--bare', '--quiet', '--template=', `--object-format=${format}`, objects], 'creating the workspace object store', { cwd: dirname(objects) });
-    await mkdir(join(objects, 'objects', 'info'), { recursive: true });
-    await writeFile(join(objects, 'objects', 'info', 'alternates'), `${join(await realpath(repo), 'objects')}\n`, { mode: 0o644 });
-  }
-  await migrateLegacyRefs(repo, objects, slug);
+  // Making the store and listing the primary's old refs are independent, so they run side by side: each git
+  // process is milliseconds of the teardown that usually opens a workspace's store first.
+  const [, legacy] = await Promise.all([createStore(repo, objects), legacyRefs(repo, slug)]);
+  if (legacy.length > 0) await migrateLegacyRefs(repo, objects, legacy);
   openedStores.add(objects);
 }
 
-async function migrateLegacyRefs(repo: string, objects: string, slug: string): Promise<void> {
-  const prefix = `${slugRefBase(slug)}/`;
-  const out = await raw(repo, ['for-each-ref', '--format=%(refname) %(objectname)', prefix], 'listing old snapshot refs');
-  const refs = out.split('\n').map((l) => l.trim().split(' ')).filter((p): p is [string, string] => p.length === 2 && !!p[0] && !!p[1]);
-  if (refs.length === 0) return;
+/** A repository's object format never changes, so it is read once per repository and server process. */
+const objectFormats = new Map<string, Promise<string>>();
+
+function objectFormat(repo: string): Promise<string> {
+  let format = objectFormats.get(repo);
+  if (!format) {
+    format = raw(repo, ['rev-parse', '--show-object-format'], 'reading the object format').then((out) => out.trim() || 'sha1');
+    // A failed read is not remembered: the next open tries again.
+    format.catch(() => objectFormats.delete(repo));
+    objectFormats.set(repo, format);
+  }
+  return format;
+}
+
+async function createStore(repo: string, objects: string): Promise<void> {
+  if (existsSync(join(objects, 'objects', 'info', 'alternates'))) return;
+  const format = await objectFormat(repo);
+  await mkdir(dirname(objects), { recursive: true, mode: 0o700 });
+  await raw(objects, ['init', '--bare', '--quiet', '--template=', `--object-format=${format}`, objects], 'creating the workspace object store', { cwd: dirname(objects) });
+  await mkdir(join(objects, 'objects', 'info'), { recursive: true });
+  await writeFile(join(objects, 'objects', 'info', 'alternates'), `${join(await realpath(repo), 'objects')}\n`, { mode: 0o644 });
+}
+
+/** Refs an older Grove kept for slug in the primary (refname, commit). */
+async function legacyRefs(repo: string, slug: string): Promise<Array<[string, string]>> {
+  const out = await raw(repo, ['for-each-ref', '--format=%(refname) %(objectname)', `${slugRefBase(slug)}/`], 'listing old snapshot refs');
+  return out.split('\n').map((l) => l.trim().split(' ')).filter((p): p is [string, string] => p.length === 2 && !!p[0] && !!p[1]);
+}
+
+async function migrateLegacyRefs(repo: string, objects: string, refs: Array<[string, string]>): Promise<void> {
   // Every object only these refs reach (not the project's branches, tags or other workspaces' refs), into a
   // pack of the store: the primary may drop them from now on.
   const list = await raw(repo, ['rev-list', '--objects', ...new Set(refs.map(([, c]) => c)), '--not', '--exclude=refs/grove/*', '--all'], 'listing the objects of old snapshots', {
@@ -124,8 +145,9 @@ export interface SavedWork {
  */
 export async function saveWork(repo: string, o: { slug: string; objects: string; worktree: string; parent: string | null; message: string }): Promise<SavedWork | null> {
   if (!existsSync(o.worktree)) return null;
-  await openStore(repo, o.objects, o.slug);
-  const { tip, tree, unchanged, embedded } = await snapshotWorktree(repo, { worktree: o.worktree, parent: o.parent, objects: o.objects });
+  // The parent is read from the primary, so it resolves while the store is opened (both before the worktree is read).
+  const [, base] = await Promise.all([openStore(repo, o.objects, o.slug), o.parent ? commitAndTree(repo, o.parent) : null]);
+  const { tip, tree, unchanged, embedded } = await snapshotWorktree(repo, { worktree: o.worktree, parent: o.parent, base, objects: o.objects });
   if (unchanged) return null;
   const last = (await listRecoveryRefs(repo, o.slug, o.objects)).at(-1);
   if (last) {
