@@ -281,7 +281,7 @@ class Launcher {
     // Its own process group (a Ctrl+C to the server's terminal would otherwise stop it under a graceful shutdown's
     // last git calls), no environment of the server's, no tsx: it is plain JavaScript. It leaves when the channel
     // closes, i.e. with the server.
-    this.child = fork(LAUNCHER_FILE, [], { execArgv: [], env: {}, serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], detached: true });
+    this.child = fork(LAUNCHER_FILE, [], { execArgv: [], env: {} as NodeJS.ProcessEnv, serialization: 'advanced', stdio: ['ignore', 'ignore', 'inherit', 'ipc'], detached: true });
     this.child.on('message', (m: LauncherMessage) => this.onMessage(m));
     this.child.on('error', (e) => this.gone(`failed: ${e.message}`));
     this.child.on('exit', (code, sig) => this.gone(`exited (${sig ?? `code ${code}`})`));
