@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type Page } from 'playwright-core';
-import { TOKEN } from './harness.ts';
+import { TOKEN, type RunningServer } from './harness.ts';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 /** Pass as GROVE_WEB_DIR so the server mounts the dashboard (it serves a fallback page without it). */
@@ -42,4 +42,25 @@ export function screenshotter(home: string): (page: Page, name: string) => Promi
   const dir = process.env.GROVE_UPDATE_SCREENSHOTS === '1' ? path.join(root, 'docs/screenshots') : path.join(home, 'screenshots');
   fs.mkdirSync(dir, { recursive: true });
   return (page, name) => page.screenshot({ path: path.join(dir, `${name}.png`) });
+}
+
+/**
+ * After a failed browser test: what each open page shows and the server's last log lines, printed with the failure,
+ * so a run on CI (where nothing else is kept) says whether a message went out, what the reply said, what failed.
+ * Every context the failed test left open is closed, so the file's next test starts clean.
+ */
+export async function reportFailure(browser: Browser | undefined, server: RunningServer | undefined): Promise<void> {
+  const parts: string[] = [];
+  for (const ctx of browser?.contexts() ?? []) {
+    for (const page of ctx.pages()) {
+      const text = await page
+        .locator('body')
+        .innerText({ timeout: 2_000 })
+        .catch((e: unknown) => `(could not read the page: ${e instanceof Error ? e.message : String(e)})`);
+      parts.push(`--- page ${page.url()}, its text's last 3000 characters:\n${text.slice(-3_000)}`);
+    }
+    await ctx.close().catch(() => undefined);
+  }
+  parts.push(`--- the server's last 80 log lines:\n${(server?.logs ?? []).slice(-80).join('\n')}`);
+  console.log(`[browser failure report]\n${parts.join('\n')}`);
 }

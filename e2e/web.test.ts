@@ -4,9 +4,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnsResponse } from '@grove/contracts';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn as signIn } from './browser.ts';
+import { WEB_DIR, assertWebReady, launchBrowser, reportFailure, screenshotter, signedIn as signIn } from './browser.ts';
 import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
 // The default workspace and two forks fill it: the cap is reached without waiting for more sandboxes.
@@ -26,6 +26,10 @@ beforeAll(async () => {
   s = await serve();
   await waitRunning(s, 'demo');
   browser = await launchBrowser();
+});
+
+afterEach(async (ctx) => {
+  if (ctx.task.result?.state === 'fail') await reportFailure(browser, s);
 });
 
 afterAll(async () => {

@@ -1,8 +1,8 @@
 // The set-up every web e2e file repeats: the dashboard built, the real server mounting it with the demo project's
 // default workspace running, and one Chromium for the file; stopped and cleaned up in reverse after it.
 import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll } from 'vitest';
-import { WEB_DIR, assertWebReady, launchBrowser, screenshotter, signedIn } from '../browser.ts';
+import { afterAll, afterEach, beforeAll } from 'vitest';
+import { WEB_DIR, assertWebReady, launchBrowser, reportFailure, screenshotter, signedIn } from '../browser.ts';
 import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from '../harness.ts';
 
 export interface WebServer {
@@ -35,6 +35,9 @@ export function useWebServer(name: string, opts: { env?: Record<string, string>;
       await waitRunning(server, `demo~${fork}`);
     }
     chromium = await launchBrowser();
+  });
+  afterEach(async (ctx) => {
+    if (ctx.task.result?.state === 'fail') await reportFailure(chromium, server);
   });
   afterAll(async () => {
     await chromium?.close();

@@ -17,11 +17,14 @@ const logger = pino({ level: 'silent' });
 const sock = (slug: string) => path.join(dir, `${slug}.sock`);
 // Short, so the tests do not wait a minute; what is asserted is the answer, not how long it took.
 const ANSWER_TIMEOUT_MS = 150;
+// Likewise short: idle pooled connections are retired after this.
+const UPSTREAM_IDLE_MS = 200;
 const proxy = createWorkspaceProxy({
   grove: { socketFor: async (slug: string) => sock(slug) } as unknown as Grove,
   logger,
   onResponseHeaders: scrubWorkspaceResponse,
   answerTimeoutMs: ANSWER_TIMEOUT_MS,
+  upstreamIdleMs: UPSTREAM_IDLE_MS,
 });
 let front: http.Server;
 let base: string;
@@ -123,6 +126,43 @@ describe('the upstream pools', () => {
     // The proxy closed the connections to the first socket rather than keeping them idle.
     await first.allClosed();
     expect(first.open()).toBe(0);
+  });
+
+  it('retire idle connections before the backend closes them: a message sent after a quiet spell is answered, not lost', async () => {
+    const file = sock('demo~quiet');
+    // This backend closes a connection that was quiet for longer than the proxy's idle limit the moment the next
+    // request arrives on it, unanswered: the race a keep-alive timeout loses against a request written in the same
+    // instant, made certain. A request with a body cannot be sent again, so the proxy must not have kept it.
+    const answeredAt = new WeakMap<net.Socket, number>();
+    let connections = 0;
+    const server = http.createServer((req, res) => {
+      const at = answeredAt.get(req.socket);
+      if (at !== undefined && Date.now() - at > UPSTREAM_IDLE_MS + 100) {
+        req.socket.destroy();
+        return;
+      }
+      req.resume();
+      req.on('end', () => res.end('ok', () => answeredAt.set(req.socket, Date.now())));
+    });
+    server.keepAliveTimeout = 60_000;
+    server.on('connection', () => connections++);
+    await new Promise<void>((r) => server.listen(file, r));
+    cleanups.push(() => {
+      server.closeAllConnections();
+      server.close();
+    });
+
+    const both = async () => {
+      const post = await request('/w/demo~quiet/messages', { method: 'POST', body: '{"text":"hi"}' });
+      const get = await request('/w/demo~quiet/status');
+      return [post.status, post.body, get.status, get.body];
+    };
+    expect(await both()).toEqual([200, 'ok', 200, 'ok']);
+    const before = connections;
+    await new Promise((r) => setTimeout(r, UPSTREAM_IDLE_MS + 300));
+    expect(await both()).toEqual([200, 'ok', 200, 'ok']);
+    // New connections, because the pooled ones had been retired, not reused.
+    expect(connections).toBeGreaterThan(before);
   });
 });
 

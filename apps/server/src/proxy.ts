@@ -8,7 +8,7 @@ import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
-import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UpstreamPool, UpstreamProtocolError, framingOf, headText, parseResponseHead, requestHead, type Framing } from './upstream.ts';
+import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UPSTREAM_IDLE_MS, UpstreamPool, UpstreamProtocolError, framingOf, headText, parseResponseHead, requestHead, type Framing } from './upstream.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
 const HOST_ONLY = /^\/(hold|hold\/release|notes)$/;
@@ -107,9 +107,12 @@ export function createWorkspaceProxy(opts: {
    * gets 504 backend_timeout and the connection to the backend is closed. A body that follows may take its time.
    */
   answerTimeoutMs?: number | undefined;
+  /** How long a pooled connection to a backend may stay idle (UPSTREAM_IDLE_MS; tests shorten it). */
+  upstreamIdleMs?: number | undefined;
 }): WorkspaceProxy {
   const { grove, logger, onResponseHeaders } = opts;
   const answerTimeoutMs = opts.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS;
+  const idleMs = opts.upstreamIdleMs ?? UPSTREAM_IDLE_MS;
   // Keep-alive to the upstream sockets is essential: without it every request pays a connect
   // (docs/benchmarks.md). One pool per backend socket, tied to the socket it was made for: when the file at
   // that path is another socket (a restarted backend), the old pool's connections are dropped, never reused.
@@ -118,7 +121,9 @@ export function createWorkspaceProxy(opts: {
     const cur = pools.get(socketPath);
     if (cur?.key === key) return cur.agent;
     cur?.agent.destroy();
-    const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64 });
+    // `timeout` retires idle connections only (a request in flight has its own deadline, answerTimeoutMs): without
+    // it node keeps them until the backend closes them, and a message sent as it does was lost with a 502.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 256, maxFreeSockets: 64, timeout: idleMs });
     pools.set(socketPath, { key, agent });
     return agent;
   };
@@ -126,7 +131,7 @@ export function createWorkspaceProxy(opts: {
   const leanPoolFor = (socketPath: string): UpstreamPool => {
     let pool = leanPools.get(socketPath);
     if (!pool) {
-      pool = new UpstreamPool(socketPath);
+      pool = new UpstreamPool(socketPath, idleMs);
       leanPools.set(socketPath, pool);
     }
     return pool;

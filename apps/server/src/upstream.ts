@@ -122,8 +122,12 @@ export class ChunkedDecoder {
   }
 }
 
-/** Idle connections live shorter than the backend's keep-alive timeout (node's 5 s), so none is reused as it closes. */
-const IDLE_MS = 4_000;
+/**
+ * How long a connection to a backend may sit idle in the proxy's pools. Well inside the backend's keep-alive timeout
+ * (BACKEND_KEEP_ALIVE_MS in packages/backend, 15 s), so the proxy never writes a request to a connection the
+ * backend is closing at that moment: the request would be lost, and one with a body cannot be sent again.
+ */
+export const UPSTREAM_IDLE_MS = 4_000;
 const MAX_IDLE = 64;
 
 /**
@@ -134,7 +138,10 @@ export class UpstreamPool {
   private key: string | null = null;
   private readonly idle: Socket[] = [];
 
-  constructor(private readonly socketPath: string) {}
+  constructor(
+    private readonly socketPath: string,
+    private readonly idleMs = UPSTREAM_IDLE_MS,
+  ) {}
 
   /** An idle connection to the socket named by `key`, else a new one; `reused` says which. */
   take(key: string): { socket: Socket; reused: boolean } {
@@ -182,7 +189,7 @@ export class UpstreamPool {
     s.once('end', drop);
     s.once('error', drop);
     s.once('close', drop);
-    s.setTimeout(IDLE_MS, drop);
+    s.setTimeout(this.idleMs, drop);
     this.idle.push(s);
   }
 

@@ -45,6 +45,12 @@ import type { ThreadStore } from './thread-store.ts';
 
 /** How long a backend that is shutting down waits for the host to take the report of a cut turn. */
 const SHUTDOWN_HOOK_TIMEOUT_MS = 2_000;
+/**
+ * How long an idle connection from the host's proxy stays open. The proxy retires its idle connections after 4 s
+ * (UPSTREAM_IDLE_MS in apps/server); node's default of 5 s left a margin of one second, and a message the proxy
+ * wrote to a connection as this side closed it was lost (502). Only the host reaches this socket.
+ */
+const BACKEND_KEEP_ALIVE_MS = 15_000;
 
 export interface BackendOptions {
   /** Unix socket to listen on; a stale socket file there is removed first. */
@@ -376,6 +382,7 @@ export function createBackend(options: BackendOptions): Backend {
     };
     handle().catch((err: unknown) => sendError({ req, res, err, logger }));
   });
+  server.keepAliveTimeout = BACKEND_KEEP_ALIVE_MS;
   server.on('upgrade', (req, socket, head) => {
     if (preview.matches(req.url ?? '/')) preview.upgrade(req, socket, head);
     else if (terminals.matches(new URL(req.url ?? '/', 'http://backend').pathname)) terminals.upgrade(req, socket, head);
