@@ -63,6 +63,8 @@ if (role === 'upstream') {
 
   const stub = { socketFor: async () => socketPath } as unknown as Grove;
   const grove = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
+  // And without the fast lane (GROVE_FAST_LANE=0): every request through node's HTTP server, as before it.
+  const groveNoLane = createGroveServer({ grove: stub, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789', fastLane: false });
 
   // The same front door over the real registry (SQLite, the per-request socketFor lookup), with a running row
   // whose backend.sock the upstream process also listens on; the runtime is never called on this path.
@@ -78,6 +80,6 @@ if (role === 'upstream') {
   const real = await createGrove({ home, runtime: createDockerRuntime({ driver: {} as SandboxDriver, image: 'unused', logger: quiet }), maxRunning: 4, logger: quiet });
   const groveReal = createGroveServer({ grove: real, logger: pino({ level: 'silent' }), token: 'bench-token-0123456789' });
 
-  const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1'), groveReal: await groveReal.listen(0, '127.0.0.1') };
+  const ports = { httpProxy: await listen(s1), httpProxy3: await listen(s3), grove: await grove.listen(0, '127.0.0.1'), groveReal: await groveReal.listen(0, '127.0.0.1'), groveNoLane: await groveNoLane.listen(0, '127.0.0.1') };
   process.stdout.write(`${JSON.stringify(ports)}\n`);
 }

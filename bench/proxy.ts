@@ -34,13 +34,13 @@ const servers: RunningServer[] = [];
 const homes: string[] = [];
 
 /** The real server with its demo workspace running on this runtime: the front door in front of a sandboxed backend. */
-async function startSandboxed(runtime: SandboxRuntime): Promise<RunningServer> {
+async function startSandboxed(runtime: SandboxRuntime, env: Record<string, string> = {}): Promise<RunningServer> {
   const home = mkTemp(`proxy-${runtime}`);
   homes.push(home);
   // The dashboard mounted as `npm run up` mounts it (Next's handler in the same process), when it is built.
   const web: Record<string, string> = fs.existsSync(path.join(WEB_DIR, '.next', 'BUILD_ID')) ? { GROVE_WEB_DIR: WEB_DIR } : {};
   if (!web['GROVE_WEB_DIR']) console.log('apps/web is not built (npm run build -w @grove/web): the sandboxed rows run without the dashboard');
-  const s = await startServer({ home, env: { GROVE_RUNTIME: runtime, ...web } });
+  const s = await startServer({ home, env: { GROVE_RUNTIME: runtime, ...web, ...env } });
   servers.push(s);
   await waitRunning(s, 'demo');
   return s;
@@ -149,7 +149,7 @@ function summarise(c: Cell): Row {
 async function main(): Promise<void> {
   console.log(`proxy overhead: ${connections} connections, ${seconds} s per target in ${rounds} round-robin rounds, autocannon; ${machineNote()}`);
   await child('upstream');
-  const ports = (await child('proxies')) as { httpProxy: number; httpProxy3: number; grove: number; groveReal: number };
+  const ports = (await child('proxies')) as { httpProxy: number; httpProxy3: number; grove: number; groveReal: number; groveNoLane: number };
   const nginx = await startNginx();
   const chp = await startChp();
   const cells: Cell[] = [];
@@ -163,6 +163,7 @@ async function main(): Promise<void> {
     add('http-proxy-3 + keep-alive agent', size, { url: `http://127.0.0.1:${ports.httpProxy3}/${size}` });
     add('Grove /w/<slug>/, stub registry', size, { url: `http://127.0.0.1:${ports.grove}/w/bench/${size}`, headers: auth });
     add('Grove /w/<slug>/, real registry (SQLite)', size, { url: `http://127.0.0.1:${ports.groveReal}/w/bench/${size}`, headers: auth });
+    add('Grove /w/<slug>/, stub, no fast lane', size, { url: `http://127.0.0.1:${ports.groveNoLane}/w/bench/${size}`, headers: auth });
   }
   const runtimes = await benchRuntimes();
   for (const runtime of runtimes) {
@@ -174,6 +175,12 @@ async function main(): Promise<void> {
     // for the goal against going straight to the socket.
     const n = await startNginx(backendSock, runtime);
     if (n) add(`nginx to the sandboxed backend (${runtime})`, 'status', { url: `http://127.0.0.1:${n}/status` });
+    // The same path with the fast lane off (GROVE_FAST_LANE=0), a server and sandbox of its own, on runc only (on runsc
+    // the sandbox's socket is the limit either way).
+    if (runtime === 'runc') {
+      const off = await startSandboxed(runtime, { GROVE_FAST_LANE: '0' });
+      add(`Grove /w/demo/, no fast lane (${runtime})`, 'status', { url: `${off.base}/w/demo/status`, headers: { authorization: `Bearer ${TOKEN}` } });
+    }
   }
   for (let r = 0; r < rounds; r++) {
     for (const c of cells) c.runs.push(await autocannon({ connections, duration: seconds / rounds, ...c.opts }));
@@ -190,12 +197,13 @@ async function main(): Promise<void> {
       `http-proxy ${rps('http-proxy +', '1k')} vs http-proxy-3 ${rps('http-proxy-3', '1k')} req/s (goal: ≥ nginx, ≥ 2.5x CHP, p99 < 3 ms)`,
   );
   console.log('\nthe path users get, by runtime: the server with its dashboard and SQLite registry, the demo backend in its sandbox (GET /w/demo/status)\n');
-  table(['runtime', 'Grove req/s', 'p50 ms', 'p99 ms', 'backend.sock req/s', 'ratio', 'goal', 'nginx req/s', 'nginx ratio', 'Grove / nginx'], runtimes.map((rt) => {
+  table(['runtime', 'Grove req/s', 'p50 ms', 'p99 ms', 'backend.sock req/s', 'ratio', 'goal', 'nginx req/s', 'nginx ratio', 'Grove / nginx', 'no lane req/s'], runtimes.map((rt) => {
     const front = pick(`Grove /w/demo/, sandboxed backend (${rt})`, 'status');
     const sock = pick(`sandbox backend.sock (${rt})`, 'status');
     const ngx = pick(`nginx to the sandboxed backend (${rt})`, 'status');
     const ratio = (a: Row | undefined, b: Row | undefined) => `${fmt((a?.rps ?? Number.NaN) / (b?.rps ?? Number.NaN), 2)}x`;
-    return [rt, front?.rps ?? '-', front?.p50 ?? '-', front?.p99 ?? '-', sock?.rps ?? '-', ratio(front, sock), '≥ 0.9x backend.sock, p99 < 3 ms', ngx?.rps ?? '-', ratio(ngx, sock), ratio(front, ngx)];
+    const off = pick(`Grove /w/demo/, no fast lane (${rt})`, 'status');
+    return [rt, front?.rps ?? '-', front?.p50 ?? '-', front?.p99 ?? '-', sock?.rps ?? '-', ratio(front, sock), '≥ 0.9x backend.sock, p99 < 3 ms', ngx?.rps ?? '-', ratio(ngx, sock), ratio(front, ngx), off?.rps ?? '-'];
   }));
   console.log(`after: ${machineNote()}`);
 }

@@ -101,6 +101,9 @@ export const envSchema = z.object({
   GROVE_HEALTH_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
   /** How long a workspace backend may take to start answering a proxied request before the client gets 504 backend_timeout. */
   GROVE_BACKEND_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
+  // The front door's fast lane for body-less GET/HEAD under /w/<slug>/ (lane.ts); 0 sends every request through
+  // node's HTTP server, as before it.
+  GROVE_FAST_LANE: z.enum(['0', '1']).default('1'),
   /**
    * Each workspace's disk quota: its worktree and agent state live in a filesystem image of this size (sparse: the
    * host pays for what is written). Needs root (loop mounts); 0/off: no quota.

@@ -67,7 +67,7 @@ async function main(): Promise<void> {
   if (demoSource) await grove.addProject({ name: 'demo', source: demoSource, createDefault: false });
 
   const web = await loadWeb(env.GROVE_WEB_DIR, logger);
-  const front = createGroveServer({ grove, logger, token, web, previewUrl: env.GROVE_PREVIEW_URL, backendTimeoutMs: env.GROVE_BACKEND_TIMEOUT_MS });
+  const front = createGroveServer({ grove, logger, token, web, previewUrl: env.GROVE_PREVIEW_URL, backendTimeoutMs: env.GROVE_BACKEND_TIMEOUT_MS, fastLane: env.GROVE_FAST_LANE === '1' });
   const previewPort = await front.listenPreview(env.GROVE_PREVIEW_PORT, env.GROVE_HOST).catch((err: unknown) => {
     throw new Error(`the preview listener cannot listen on ${env.GROVE_HOST}:${env.GROVE_PREVIEW_PORT} (${err instanceof Error ? err.message : String(err)}); set GROVE_PREVIEW_PORT to a free port`, { cause: err });
   });

@@ -2,6 +2,7 @@
 // preview listener on another port (another origin) that serves only /pv/<cap>/<slug>/<port>/… (see preview.ts).
 import fs from 'node:fs';
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import path from 'node:path';
 import type { Duplex } from 'node:stream';
 import { getRequestListener } from '@hono/node-server';
@@ -11,6 +12,7 @@ import { GroveError, endpoints } from '@grove/contracts';
 import { createApi } from './api.ts';
 import { authorize, loginCookie, tokenMatches } from './auth.ts';
 import { sendError } from './errors.ts';
+import { createLane, type LaneHandler } from './lane.ts';
 import { parsePreviewListenerPath, previewOrigin, previewRest, previewUrlOf, scrubPreviewResponse } from './preview.ts';
 import { createWorkspaceProxy, parseProxyPath, rejectUpgrade, scrubWorkspaceResponse, type ProxyTarget } from './proxy.ts';
 
@@ -31,6 +33,8 @@ export interface GroveServerOptions {
   previewUrl?: string | undefined;
   /** GROVE_BACKEND_TIMEOUT_MS: how long a backend may take to start its answer (proxy.ts). */
   backendTimeoutMs?: number | undefined;
+  /** GROVE_FAST_LANE: body-less GET/HEAD under /w/<slug>/ skip node's request objects (lane.ts); on by default. */
+  fastLane?: boolean | undefined;
 }
 
 export interface GroveServer {
@@ -40,6 +44,8 @@ export interface GroveServer {
   /** The preview listener; until it listens, /w/<slug>/preview/ answers 500 (unless previewUrl is set). */
   listenPreview(port: number, host: string): Promise<number>;
   close(): Promise<void>;
+  /** The fast lane's counts (lane.ts), or null when it is off. */
+  readonly lane: { served: number; handedOff: number } | null;
 }
 
 const FALLBACK_PAGE = `<!doctype html><meta charset="utf-8"><title>Grove</title>
@@ -116,6 +122,42 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
     handle(req, res).catch((err: unknown) => sendError(res, err, logger));
   });
 
+  // The fast lane takes each new connection first and gives it to node's own listener at the first request it does
+  // not answer itself. Its answers come from the same checks as handle()'s for /w/: any of them that would not let the
+  // request through (no token, no such route, a preview, a backend that is not there) hands the request to node,
+  // whose answer it then is.
+  const serveLane: LaneHandler = async (req, res) => {
+    const message = req as unknown as http.IncomingMessage;
+    let target: ProxyTarget | null;
+    try {
+      authorize(message, { token, upgrade: false });
+      target = parseProxyPath(req.url);
+    } catch {
+      return false;
+    }
+    if (!target || previewRest(target.path)) return false;
+    try {
+      await proxy.web(message, res as unknown as http.ServerResponse, target);
+    } catch {
+      return res.headersSent;
+    }
+    return true;
+  };
+  const nodeListener = server.listeners('connection')[0] as ((socket: Socket) => void) | undefined;
+  const lane =
+    opts.fastLane === false || !nodeListener
+      ? null
+      : createLane({
+          handOff: (socket) => nodeListener.call(server, socket),
+          serve: serveLane,
+          keepAliveMs: server.keepAliveTimeout,
+          onError: (err: unknown) => logger.error({ err }, 'the fast lane failed on a request'),
+        });
+  if (lane && nodeListener) {
+    server.off('connection', nodeListener);
+    server.prependListener('connection', (socket: Socket) => lane.accept(socket));
+  }
+
   server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
     const run = async () => {
       authorize(req, { token, upgrade: true });
@@ -171,6 +213,7 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
     server,
     previewServer,
     listen: (port, host) => listenOn(server, port, host),
+    lane: lane?.stats ?? null,
     async listenPreview(port, host) {
       previewPort = await listenOn(previewServer, port, host);
       return previewPort;
@@ -178,6 +221,7 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
     async close() {
       // Stop accepting, give in-flight requests a moment, then cut long-lived streams.
       const closing = [server, previewServer].map((srv) => (srv.listening ? new Promise<void>((resolve) => srv.close(() => resolve())) : Promise.resolve()));
+      lane?.close();
       server.closeIdleConnections();
       previewServer.closeIdleConnections();
       const timer = setTimeout(() => {
