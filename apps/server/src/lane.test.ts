@@ -98,6 +98,11 @@ beforeAll(async () => {
         });
         return;
       }
+      if (req.url === '/control') {
+        // A control character node's parser lets through in a value and node's writeHead refuses.
+        res.socket?.end('HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok');
+        return;
+      }
       if (req.url === '/nothing') {
         res.writeHead(204);
         res.end();
@@ -174,6 +179,10 @@ describe('the fast lane in front of a backend', () => {
       expect(a).toEqual(b);
       expect([p, (lane.lane?.served ?? 0) - before]).toEqual([p, 1]);
     }
+    // An answer node would refuse to write is refused alike: 502, never passed on.
+    const [bad, badPlain] = [await get(laneBase, '/w/demo/control'), await get(plainBase, '/w/demo/control')];
+    expect(bad.status).toBe(502);
+    expect(bad.status).toBe(badPlain.status);
     const before = lane.lane?.served ?? 0;
     const head = await fetch(`${laneBase}/w/demo/big`, { method: 'HEAD', headers: auth });
     expect([head.status, head.headers.get('content-length'), await head.text()]).toEqual([200, String(256 * 1024), '']);

@@ -107,7 +107,12 @@ export class LaneResponse {
     if (Array.isArray(given)) pairs.push(...given);
     else for (const [k, v] of Object.entries(given ?? {})) if (v !== undefined) for (const one of Array.isArray(v) ? v : [v]) pairs.push(k, String(one));
     const names = new Set<string>();
-    for (let i = 0; i < pairs.length; i += 2) names.add((pairs[i] ?? '').toLowerCase());
+    for (let i = 0; i < pairs.length; i += 2) {
+      const name = pairs[i] ?? '';
+      // What node's writeHead refuses, refused alike (proxy.ts then answers 502 instead of passing it on).
+      if (!TOKEN.test(name) || !VALUE.test(pairs[i + 1] ?? '')) throw new TypeError(`invalid header ${JSON.stringify(name)} in the answer`);
+      names.add(name.toLowerCase());
+    }
     for (const [k, v] of FRONT_DOOR_HEADERS) if (!names.has(k)) pairs.push(k, v);
     if (status === 204 || status === 304 || status < 200) this.bodyless = true;
     this.chunked = !this.bodyless && !names.has('content-length');
