@@ -18,6 +18,8 @@ import { createGroveServer, type GroveServer } from './server.ts';
 const TOKEN = 'lane-token-0123456789abcdef';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-lane-'));
 const sock = path.join(dir, 'backend.sock');
+/** A second workspace's socket, which a test replaces. */
+const swapSock = path.join(dir, 'swap.sock');
 const fakeSocket = new net.Socket();
 
 describe('the lane head parser', () => {
@@ -57,6 +59,7 @@ describe('the lane head parser', () => {
 const grove = {
   socketFor: async (slug: string) => {
     if (slug === 'demo') return sock;
+    if (slug === 'swap') return swapSock;
     throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
   },
 } as unknown as Grove;
@@ -70,6 +73,9 @@ let lanePort: number;
 /** What the backend saw, one line per request: method, path and body. */
 const seen: string[] = [];
 let closedMidAnswer = 0;
+/** The second backend, and how many connections it took. */
+let swapBackend: http.Server;
+let swapConnections = 0;
 
 beforeAll(async () => {
   backend = http.createServer((req, res) => {
@@ -103,6 +109,11 @@ beforeAll(async () => {
         res.socket?.end('HTTP/1.1 200 OK\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\nok');
         return;
       }
+      if (req.url === '/headers') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(req.headers));
+        return;
+      }
       if (req.url === '/nothing') {
         res.writeHead(204);
         res.end();
@@ -116,6 +127,9 @@ beforeAll(async () => {
   wss.on('connection', (s, req) => s.send(`hello ${req.url}`));
   backend.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => wss.handleUpgrade(req, socket, head, (w) => wss.emit('connection', w, req)));
   await new Promise<void>((r) => backend.listen(sock, r));
+  swapBackend = http.createServer((req, res) => res.end(`swap ${req.url}`));
+  swapBackend.on('connection', () => swapConnections++);
+  await new Promise<void>((r) => swapBackend.listen(swapSock, r));
   const logger = pino({ level: 'silent' });
   lane = createGroveServer({ grove, logger, token: TOKEN });
   plain = createGroveServer({ grove, logger, token: TOKEN, fastLane: false });
@@ -127,6 +141,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await lane.close();
   await plain.close();
+  swapBackend.closeAllConnections();
+  await new Promise((r) => swapBackend.close(r));
   backend.closeAllConnections();
   await new Promise((r) => backend.close(r));
   fs.rmSync(dir, { recursive: true, force: true });
@@ -192,6 +208,56 @@ describe('the fast lane in front of a backend', () => {
     expect(status).toMatchObject({ url: '/status', auth: null, cookie: 'app=1', prefix: '/w/demo' });
     const chunked = await get(laneBase, '/w/demo/chunked');
     expect([chunked.body, chunked.headers['set-cookie'], chunked.headers['x-frame-options']]).toEqual(['one,two', undefined, 'DENY']);
+  });
+
+  it('sends the backend the same request head as node’s path: no token, no Grove cookie, the x-forwarded-* set', async () => {
+    const headers = { cookie: `a=1; grove_token=${TOKEN}; b=2`, 'x-forwarded-for': '10.9.8.7', 'x-forwarded-host': 'evil', 'x-forwarded-prefix': '/evil', 'x-forwarded-proto': 'https', 'x-custom': 'kept' };
+    const [a, b] = [await get(laneBase, '/w/demo/headers', { headers }), await get(plainBase, '/w/demo/headers', { headers })];
+    const [fromLane, fromNode] = [JSON.parse(a.body) as Record<string, string>, JSON.parse(b.body) as Record<string, string>];
+    // The two front doors listen on different ports: the Host (and so x-forwarded-host) differs by that alone.
+    const port = (h: Record<string, string>) => ({ ...h, host: h.host?.replace(/:\d+$/, ''), 'x-forwarded-host': h['x-forwarded-host']?.replace(/:\d+$/, '') });
+    expect(port(fromLane)).toEqual(port(fromNode));
+    expect(fromLane).toMatchObject({ cookie: 'a=1; b=2', 'x-forwarded-for': '10.9.8.7, 127.0.0.1', 'x-forwarded-prefix': '/w/demo', 'x-forwarded-proto': 'http', 'x-custom': 'kept' });
+    expect(fromLane.authorization).toBeUndefined();
+    expect(fromLane['x-forwarded-host']).toBe(fromLane.host);
+    // Only the token's cookie: nothing is left to send.
+    const only = JSON.parse((await get(laneBase, '/w/demo/headers', { headers: { cookie: `grove_token=${TOKEN}` } })).body) as Record<string, string>;
+    expect(only.cookie).toBeUndefined();
+  });
+
+  it('keeps one backend connection per client connection, and checks the socket each time it opens one', async () => {
+    // Three requests on one client connection reach the backend over one connection of its own.
+    const before = swapConnections;
+    const one = (p: string) => `GET /w/swap/${p} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\n\r\n`;
+    const out = await raw(one('a') + one('b') + one('c'), (got) => got.includes('swap /c'));
+    expect([out.includes('swap /a'), out.includes('swap /b'), swapConnections - before]).toEqual([true, true, 1]);
+    // A client connection that keeps its backend connection across a swap of the file at the socket's path…
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const viaAgent = (p: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        http
+          .get(`${laneBase}/w/swap${p}`, { agent, headers: auth }, (r) => {
+            let body = '';
+            r.setEncoding('utf8');
+            r.on('data', (d: string) => (body += d));
+            r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+          })
+          .on('error', reject);
+      });
+    expect(await viaAgent('/before')).toEqual({ status: 200, body: 'swap /before' });
+    fs.renameSync(swapSock, `${swapSock}.moved`);
+    fs.writeFileSync(swapSock, 'not a socket');
+    try {
+      // …goes on reaching the backend it was opened to (checked then); a new one is checked, and refused, as on node's path.
+      expect(await viaAgent('/after')).toEqual({ status: 200, body: 'swap /after' });
+      const [fresh, freshPlain] = [await get(laneBase, '/w/swap/x'), await get(plainBase, '/w/swap/x')];
+      expect(fresh.status).toBe(502);
+      expect(fresh).toEqual(freshPlain);
+    } finally {
+      agent.destroy();
+      fs.rmSync(swapSock);
+      fs.renameSync(`${swapSock}.moved`, swapSock);
+    }
   });
 
   it('gives node what it must answer itself: no token, no such workspace, a bad slug, a host-only route', async () => {

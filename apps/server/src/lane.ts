@@ -13,6 +13,13 @@ export interface LaneRequest {
   socket: Socket;
   /** Connection: close: the connection ends after this answer. */
   close: boolean;
+  /** What the client's connection keeps across its requests (the proxy's connection to the backend). */
+  conn: LaneConnection;
+}
+
+/** Per client connection: what the handler keeps between requests, released when the lane lets go of the connection. */
+export interface LaneConnection {
+  held: { release(): void } | null;
 }
 
 /**
@@ -25,7 +32,8 @@ export type LaneHandler = (req: LaneRequest, res: LaneResponse) => Promise<boole
 const MAX_HEAD = 16 * 1024;
 /** Pipelined bytes the lane holds while it answers, before it stops reading. */
 const MAX_BUFFERED = 64 * 1024;
-const REQUEST_LINE = /^(GET|HEAD) (\/w\/[\x21-\x7e]*) HTTP\/1\.1$/;
+/** GET or HEAD of a path under /w/ over HTTP/1.1, then header lines: a token, a colon, a value node would take. */
+const HEAD_SHAPE = /^(GET|HEAD) (\/w\/[\x21-\x7e]*) HTTP\/1\.1((?:\r\n[!#$%&'*+.^_`|~0-9A-Za-z-]+:[\t\x20-\x7e\x80-\xff]*)*)$/;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** A header value node would take: no control character but tab, no DEL. */
 const VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
@@ -39,27 +47,33 @@ const NOT_FOR_THE_LANE = new Set(['content-length', 'transfer-encoding', 'upgrad
  * The request head (without its blank line) as the lane's request, or null when it is not the lane's to answer:
  * not GET or HEAD under /w/, not HTTP/1.1, any header twice, a header node could read another way, a body.
  */
-export function parseLaneHead(text: string, socket: Socket): LaneRequest | null {
+export function parseLaneHead(text: string, socket: Socket, conn: LaneConnection = { held: null }): LaneRequest | null {
   if (text.length > MAX_HEAD) return null;
-  const lines = text.split('\r\n');
-  const m = REQUEST_LINE.exec(lines[0] ?? '');
+  // The whole head in one test (request line, then name:value lines of the characters node takes), so the lines
+  // below are only cut, never judged one by one.
+  const m = HEAD_SHAPE.exec(text);
   if (!m) return null;
   const headers: Record<string, string> = {};
-  for (let i = 1; i < lines.length; i++) {
-    const line = lines[i] ?? '';
-    const colon = line.indexOf(':');
-    if (colon <= 0) return null;
-    const name = line.slice(0, colon);
-    if (!TOKEN.test(name)) return null;
-    const value = line.slice(colon + 1).replace(/^[ \t]+|[ \t]+$/g, '');
-    if (!VALUE.test(value)) return null;
-    const key = name.toLowerCase();
-    if (key in headers || NOT_FOR_THE_LANE.has(key)) return null;
+  const block = m[3] ?? '';
+  for (let at = 2; at < block.length; ) {
+    const eol = block.indexOf('\r\n', at);
+    const end = eol < 0 ? block.length : eol;
+    const colon = block.indexOf(':', at);
+    const key = block.slice(at, colon).toLowerCase();
+    // Optional whitespace around the value is a space or a tab only, as node's parser reads it.
+    let from = colon + 1;
+    let to = end;
+    while (from < to && (block.charCodeAt(from) === 32 || block.charCodeAt(from) === 9)) from++;
+    while (to > from && (block.charCodeAt(to - 1) === 32 || block.charCodeAt(to - 1) === 9)) to--;
+    const value = block.slice(from, to);
+    // (A lookup, not `in`: on this per-request path `in` cost more than the whole head's regular expression.)
+    if (headers[key] !== undefined || NOT_FOR_THE_LANE.has(key)) return null;
     if (key === 'connection' && !/^(keep-alive|close)$/i.test(value)) return null;
     headers[key] = value;
+    at = end + 2;
   }
   if (headers.host === undefined) return null;
-  return { method: m[1] as 'GET' | 'HEAD', url: m[2] ?? '/', headers, socket, close: /^close$/i.test(headers.connection ?? '') };
+  return { method: m[1] as 'GET' | 'HEAD', url: m[2] ?? '/', headers, socket, close: /^close$/i.test(headers.connection ?? ''), conn };
 }
 
 let dateCache = { second: -1, text: '' };
@@ -86,6 +100,8 @@ export class LaneResponse {
   writableFinished = false;
   destroyed = false;
   private chunked = false;
+  /** The head, from writeHead until the first write. */
+  private head: string | null = null;
   private bodyless: boolean;
   private readonly closeListeners: Array<() => void> = [];
 
@@ -123,27 +139,45 @@ export class LaneResponse {
     head += this.close ? 'Connection: close\r\n' : `Connection: keep-alive\r\nKeep-Alive: timeout=${this.keepAliveSeconds}\r\n`;
     if (this.chunked) head += 'Transfer-Encoding: chunked\r\n';
     this.headersSent = true;
-    this.socket.cork();
-    this.socket.write(`${head}\r\n`, 'latin1');
-    process.nextTick(() => this.socket.uncork());
+    // Sent with the first bytes of the body or the end, as node's ServerResponse does: one write for a small answer.
+    this.head = `${head}\r\n`;
     return this;
+  }
+
+  /** The head, if it still waits, then `parts`, as one write to the socket (a writev when there are several). */
+  private send(parts: ReadonlyArray<Buffer | string>): boolean {
+    const head = this.head;
+    this.head = null;
+    const n = (head === null ? 0 : 1) + parts.length;
+    if (n === 0) return true;
+    if (n > 1) this.socket.cork();
+    let ok = true;
+    if (head !== null) ok = this.socket.write(head, 'latin1');
+    for (const p of parts) ok = typeof p === 'string' ? this.socket.write(p, 'latin1') : this.socket.write(p);
+    if (n > 1) this.socket.uncork();
+    return ok;
+  }
+
+  /** The body's bytes framed as the head said: as they are, or as one chunk. */
+  private framed(b: Buffer): Array<Buffer | string> {
+    if (this.bodyless || b.length === 0) return [];
+    return this.chunked ? [`${b.length.toString(16)}\r\n`, b, '\r\n'] : [b];
   }
 
   write(chunk: Buffer | string): boolean {
     if (!this.headersSent) this.writeHead(200);
-    const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-    if (this.bodyless || b.length === 0) return true;
-    if (!this.chunked) return this.socket.write(b);
-    this.socket.write(`${b.length.toString(16)}\r\n`, 'latin1');
-    this.socket.write(b);
-    return this.socket.write('\r\n', 'latin1');
+    const parts = this.framed(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+    // Nothing to send yet: the head waits for the body or the end.
+    if (parts.length === 0) return true;
+    return this.send(parts);
   }
 
   end(last?: Buffer | string): this {
     if (this.writableFinished || this.destroyed) return this;
     if (!this.headersSent) this.writeHead(200);
-    if (last !== undefined) this.write(last);
-    if (this.chunked && !this.bodyless) this.socket.write('0\r\n\r\n', 'latin1');
+    const parts = last === undefined ? [] : this.framed(typeof last === 'string' ? Buffer.from(last) : last);
+    if (this.chunked && !this.bodyless) parts.push('0\r\n\r\n');
+    this.send(parts);
     this.writableFinished = true;
     this.onFinish();
     return this;
@@ -214,8 +248,11 @@ export function createLane(o: LaneOptions): Lane {
     let ended = false;
     const state = { idle: true };
     open.set(socket, state);
+    const conn: LaneConnection = { held: null };
 
     const release = () => {
+      conn.held?.release();
+      conn.held = null;
       socket.off('data', onData);
       socket.off('end', onEnd);
       socket.off('close', onClose);
@@ -251,7 +288,7 @@ export function createLane(o: LaneOptions): Lane {
       }
       const end = buf.indexOf('\r\n\r\n');
       // Only a head that is all here: one that trickles in is node's, with node's header deadline.
-      const req = end < 0 ? null : parseLaneHead(buf.toString('latin1', 0, end), socket);
+      const req = end < 0 ? null : parseLaneHead(buf.toString('latin1', 0, end), socket, conn);
       if (!req) {
         handOff();
         return;

@@ -8,7 +8,8 @@ import type { Grove } from '@grove/core';
 import { GroveError, slugSchema } from '@grove/contracts';
 import { COOKIE_NAME } from './auth.ts';
 import { errorPayload, sendError } from './errors.ts';
-import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UPSTREAM_IDLE_MS, UpstreamPool, UpstreamProtocolError, framingOf, headText, parseResponseHead, requestHead, type Framing } from './upstream.ts';
+import type { LaneRequest, LaneResponse } from './lane.ts';
+import { ChunkedDecoder, HOP_BY_HOP, MAX_RESPONSE_HEAD, UPSTREAM_IDLE_MS, HeldUpstream, UpstreamPool, UpstreamProtocolError, framingOf, headText, parseResponseHead, requestHead, type Framing, type UpstreamSource } from './upstream.ts';
 
 const PREFIX = /^\/w\/([^/?#]+)(\/[^?#]*)?(\?.*)?$/;
 const HOST_ONLY = /^\/(hold|hold\/release|notes)$/;
@@ -60,18 +61,28 @@ export function parseProxyPath(url: string): ProxyTarget | null {
 function prepare(req: http.IncomingMessage, target: ProxyTarget): void {
   req.url = target.path;
   delete req.headers.authorization;
-  const cookie = req.headers.cookie
-    ?.split(';')
-    .map((c) => c.trim())
-    .filter((c) => c && !c.startsWith(`${COOKIE_NAME}=`))
-    .join('; ');
+  const cookie = req.headers.cookie === undefined ? '' : withoutGroveCookie(req.headers.cookie);
   if (cookie) req.headers.cookie = cookie;
   else delete req.headers.cookie;
   req.headers['x-forwarded-prefix'] = target.prefix ?? `/w/${target.slug}`;
 }
 
+/** A Cookie header without Grove's own cookie (empty when nothing else is left). */
+function withoutGroveCookie(cookie: string): string {
+  return cookie
+    .split(';')
+    .map((c) => c.trim())
+    .filter((c) => c && !c.startsWith(`${COOKIE_NAME}=`))
+    .join('; ');
+}
+
 export interface WorkspaceProxy {
   web(req: http.IncomingMessage, res: http.ServerResponse, target: ProxyTarget): Promise<void>;
+  /**
+   * A request of the front door's fast lane (lane.ts): the same routing, header rules, framing and hook as web(), over
+   * the connection to the backend that the client's connection keeps while its requests go to the same socket.
+   */
+  lane(req: LaneRequest, res: LaneResponse, target: ProxyTarget): Promise<void>;
   ws(req: http.IncomingMessage, socket: Duplex, head: Buffer, target: ProxyTarget): Promise<void>;
   close(): void;
 }
@@ -144,8 +155,28 @@ export function createWorkspaceProxy(opts: {
       const socketPath = await grove.socketFor(t.slug);
       const { key } = verifyBackendSocketSync(socketPath, t.slug);
       prepare(req, t);
-      if (bodiless(req)) forwardLean(req, res, { socketPath, key, pool: leanPoolFor(socketPath), logger, onResponseHeaders, answerTimeoutMs });
-      else forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders, answerTimeoutMs });
+      if (bodiless(req)) {
+        const pool = leanPoolFor(socketPath);
+        const source: UpstreamSource = { take: () => pool.take(key), fresh: () => pool.fresh(), give: (s) => pool.give(key, s) };
+        const method = req.method ?? 'GET';
+        forwardLean(method, requestHead(method, req.url ?? '/', upstreamHeaders(req, 'http')), res, { socketPath, source, logger, onResponseHeaders, answerTimeoutMs });
+      } else forward(req, res, { socketPath, agent: poolFor(socketPath, key), logger, onResponseHeaders, answerTimeoutMs });
+    },
+    async lane(req, res, t) {
+      // Routing for every request, as web(): the registry's row says whether the workspace runs and where.
+      const socketPath = await grove.socketFor(t.slug);
+      const cur = req.conn.held;
+      let held: HeldUpstream;
+      if (cur instanceof HeldUpstream && cur.socketPath === socketPath) held = cur;
+      else {
+        cur?.release();
+        // The socket is checked each time a connection to it is opened (HeldUpstream.fresh): a connection made to the
+        // backend that was checked stays with that backend, whatever is at the path later.
+        held = new HeldUpstream(socketPath, () => verifyBackendSocketSync(socketPath, t.slug), idleMs);
+        req.conn.held = held;
+      }
+      const first = held.take();
+      forwardLean(req.method, laneRequestHead(req, t), res as unknown as http.ServerResponse, { socketPath, source: held, logger, onResponseHeaders, answerTimeoutMs, first });
     },
     async ws(req, socket, head, t) {
       const socketPath = await grove.socketFor(t.slug);
@@ -173,6 +204,33 @@ function upstreamHeaders(req: http.IncomingMessage, scheme: 'http' | 'ws'): http
   headers['x-forwarded-proto'] = secure ? `${scheme}s` : scheme;
   if (req.headers.host) headers['x-forwarded-host'] = req.headers.host;
   return headers;
+}
+
+/**
+ * The head a lane request goes to the backend with: what prepare() and upstreamHeaders() make of the same request on
+ * node's path (the token and Grove's cookie taken out, hop-by-hop headers dropped, the x-forwarded-* ones set), built
+ * as one string from the lane's parsed headers (each name once, lower case; lane.ts refused anything else).
+ */
+export function laneRequestHead(req: LaneRequest, t: ProxyTarget): string {
+  let text = `${req.method} ${t.path} HTTP/1.1\r\n`;
+  const h = req.headers;
+  for (const k in h) {
+    const v = h[k];
+    if (v === undefined || HOP_BY_HOP.has(k) || k === 'authorization' || k === 'cookie' || k === 'x-forwarded-for' || k === 'x-forwarded-proto' || k === 'x-forwarded-host' || k === 'x-forwarded-prefix') continue;
+    text += `${k}: ${String(v)}\r\n`;
+  }
+  if (h.cookie !== undefined) {
+    const cookie = withoutGroveCookie(String(h.cookie));
+    if (cookie) text += `cookie: ${cookie}\r\n`;
+  }
+  const remote = req.socket.remoteAddress;
+  const forwarded = h['x-forwarded-for'];
+  if (remote) text += `x-forwarded-for: ${forwarded ? `${String(forwarded)}, ${remote}` : remote}\r\n`;
+  else if (forwarded) text += `x-forwarded-for: ${String(forwarded)}\r\n`;
+  // The lane serves the plain-HTTP listener only (the socket is never a TLS one).
+  text += 'x-forwarded-proto: http\r\n';
+  if (h.host) text += `x-forwarded-host: ${h.host}\r\n`;
+  return `${text}x-forwarded-prefix: ${t.prefix ?? `/w/${t.slug}`}\r\n\r\n`;
 }
 
 /**
@@ -271,8 +329,10 @@ function parsedHeaders(raw: string[]): http.IncomingHttpHeaders {
 }
 
 interface LeanOptions extends ForwardOptions {
-  key: string;
-  pool: UpstreamPool;
+  /** Where connections to the backend come from and go back to (a pool, or the lane's held connection). */
+  source: UpstreamSource;
+  /** A connection already taken from the source (the lane takes it before it builds the head). */
+  first?: { socket: Socket; reused: boolean } | undefined;
 }
 
 /**
@@ -282,165 +342,197 @@ interface LeanOptions extends ForwardOptions {
  * reused connection that closes before any byte of the answer is retried once on a new one (the request has no
  * body, and the backend closes idle connections on its own schedule).
  */
-function forwardLean(req: http.IncomingMessage, res: http.ServerResponse, o: LeanOptions): void {
-  const method = req.method ?? 'GET';
-  const text = requestHead(method, req.url ?? '/', upstreamHeaders(req, 'http'));
-  let finished = false;
-  let current: Socket | null = null;
+function forwardLean(method: string, text: string, res: http.ServerResponse, o: LeanOptions): void {
+  const x = new LeanExchange(method, text, res, o);
   // A client that goes away mid-response must not leave the upstream request running, nor be retried.
-  let cancel = (): void => undefined;
-  res.on('close', () => {
-    if (finished) return;
-    finished = true;
-    cancel();
-    current?.destroy();
-  });
+  res.on('close', () => x.clientGone());
+  const { socket, reused } = o.first ?? o.source.take();
+  x.attempt(socket, reused);
+}
 
-  const attempt = (socket: Socket, reused: boolean): void => {
-    current = socket;
-    let head: Buffer | null = null;
-    let framing: Framing | null = null;
-    let remaining = 0;
-    let decoder: ChunkedDecoder | null = null;
-    let keep = false;
-    let answered = false;
+/**
+ * The state of one lean request. A class rather than closures: the server runs through tsx, which names every
+ * function a closure creates at run time, and on this path that naming cost more than the framing itself.
+ */
+class LeanExchange {
+  private finished = false;
+  /** The connection of the current attempt; a retired one's late events are ignored. */
+  private socket: Socket | null = null;
+  private reused = false;
+  private head: Buffer | null = null;
+  private framing: Framing | null = null;
+  private remaining = 0;
+  private decoder: ChunkedDecoder | null = null;
+  private keep = false;
+  private answered = false;
+  private deadline: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly method: string,
+    private readonly text: string,
+    private readonly res: http.ServerResponse,
+    private readonly o: LeanOptions,
+  ) {}
+
+  attempt(socket: Socket, reused: boolean): void {
+    this.socket = socket;
+    this.reused = reused;
+    this.head = null;
+    this.framing = null;
+    this.remaining = 0;
+    this.decoder = null;
+    this.keep = false;
+    this.answered = false;
     // Until the head of the answer is in: a backend that accepts and never answers must not hold the client forever.
-    const deadline = setTimeout(() => fail(timedOut(o.answerTimeoutMs)), o.answerTimeoutMs);
-    cancel = () => clearTimeout(deadline);
-
-    const done = (clean: boolean, last?: Buffer) => {
-      clearTimeout(deadline);
-      finished = true;
-      // The last bytes go out with the end: a small answer is then one write to the client, head and body together.
-      if (last?.length) res.end(last);
-      else res.end();
-      if (clean && keep) o.pool.give(o.key, socket);
-      else socket.destroy();
-    };
-    const fail = (err: Error) => {
-      // A retired attempt's socket still reports its close (or a late error); only the current one counts.
-      if (finished || current !== socket) return;
-      clearTimeout(deadline);
-      socket.destroy();
-      // A timeout is not retried: the backend took the request, and the client has waited its share.
-      if (!answered && reused && !(err instanceof GroveError)) {
-        attempt(o.pool.fresh(), false);
-        return;
-      }
-      finished = true;
-      if (res.headersSent || res.destroyed) {
-        res.destroy();
-        return;
-      }
-      const e =
-        err instanceof GroveError
-          ? err
-          : err instanceof UpstreamProtocolError
-          ? new GroveError('backend_unavailable', `the workspace backend's answer is not HTTP/1.1 the proxy can frame: ${err.message}`, { cause: err })
-          : unavailable(err);
-      sendError(res, e, o.logger);
-    };
-    const write = (chunk: Buffer) => {
-      if (chunk.length && !res.write(chunk)) {
-        socket.pause();
-        res.once('drain', () => socket.resume());
-      }
-    };
-    const body = (chunk: Buffer) => {
-      if (!framing) return;
-      if (framing.kind === 'close') {
-        write(chunk);
-        return;
-      }
-      if (framing.kind === 'length') {
-        const n = Math.min(remaining, chunk.length);
-        remaining -= n;
-        if (remaining === 0) done(n === chunk.length, chunk.subarray(0, n));
-        else write(chunk.subarray(0, n));
-        return;
-      }
-      if (framing.kind === 'chunked' && decoder) {
-        const { payload, rest } = decoder.push(chunk);
-        for (const p of payload) write(p);
-        if (decoder.done) done(rest === 0);
-        return;
-      }
-      // No body: bytes here are past the response, so the connection is not clean.
-      done(chunk.length === 0);
-    };
-    const onData = (chunk: Buffer) => {
-      answered = true;
-      if (framing) {
-        body(chunk);
-        return;
-      }
-      head = head ? Buffer.concat([head, chunk]) : chunk;
-      for (;;) {
-        const end = head.indexOf('\r\n\r\n');
-        if (end < 0) {
-          if (head.length > MAX_RESPONSE_HEAD) fail(new UpstreamProtocolError('a response head over 64 KiB'));
-          return;
-        }
-        let parsed;
-        try {
-          parsed = parseResponseHead(head.toString('latin1', 0, end));
-          if (parsed.status === 101) throw new UpstreamProtocolError('101 Switching Protocols to a request that asked for no upgrade');
-          framing = parsed.status < 200 ? null : framingOf(parsed, method);
-        } catch (err) {
-          fail(err as Error);
-          return;
-        }
-        const rest = head.subarray(end + 4);
-        head = rest;
-        // An interim answer (100, 103) is not passed on: the final one follows on the same connection.
-        if (!framing) {
-          if (rest.length === 0) return;
-          continue;
-        }
-        clearTimeout(deadline);
-        const headers = parsedHeaders(parsed.raw);
-        // Read before the hook edits the headers: whether the backend keeps this connection is its own say.
-        keep = !parsed.http10 && !/\bclose\b/i.test(String(headers.connection ?? '')) && framing.kind !== 'close';
-        res.writeHead(parsed.status, parsed.statusText, downstreamHeaders({ headers, rawHeaders: parsed.raw }, o.onResponseHeaders));
-        if (framing.kind === 'length') remaining = framing.length;
-        if (framing.kind === 'chunked') decoder = new ChunkedDecoder();
-        if (framing.kind === 'none' || (framing.kind === 'length' && remaining === 0)) {
-          done(rest.length === 0);
-          return;
-        }
-        if (rest.length) {
-          try {
-            body(rest);
-          } catch (err) {
-            fail(err as Error);
-          }
-        }
-        return;
-      }
-    };
+    this.deadline = setTimeout(() => this.fail(socket, timedOut(this.o.answerTimeoutMs)), this.o.answerTimeoutMs);
     socket.on('data', (chunk: Buffer) => {
-      if (current !== socket) return;
+      if (this.socket !== socket) return;
       try {
-        onData(chunk);
+        this.data(chunk);
       } catch (err) {
-        fail(err as Error);
+        this.fail(socket, err as Error);
       }
     });
-    socket.on('error', fail);
+    socket.on('error', (err: Error) => this.fail(socket, err));
     socket.on('close', () => {
-      if (finished || current !== socket) return;
+      if (this.finished || this.socket !== socket) return;
       // Delimited by the close: the body is complete now.
-      if (framing?.kind === 'close') {
-        finished = true;
-        res.end();
+      if (this.framing?.kind === 'close') {
+        this.finished = true;
+        this.res.end();
         return;
       }
-      fail(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
+      this.fail(socket, Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
     });
-    socket.write(text);
-  };
-  const { socket, reused } = o.pool.take(o.key);
-  attempt(socket, reused);
+    socket.write(this.text);
+  }
+
+  clientGone(): void {
+    if (this.finished) return;
+    this.finished = true;
+    clearTimeout(this.deadline);
+    this.socket?.destroy();
+  }
+
+  private done(clean: boolean, last?: Buffer): void {
+    clearTimeout(this.deadline);
+    this.finished = true;
+    const socket = this.socket;
+    // Back to its source first: ending the answer may start the next request of a pipelined client at once.
+    if (socket && clean && this.keep) this.o.source.give(socket);
+    else socket?.destroy();
+    // The last bytes go out with the end: a small answer is then one write to the client, head and body together.
+    if (last?.length) this.res.end(last);
+    else this.res.end();
+  }
+
+  private fail(socket: Socket, err: Error): void {
+    // A retired attempt's socket still reports its close (or a late error); only the current one counts.
+    if (this.finished || this.socket !== socket) return;
+    clearTimeout(this.deadline);
+    socket.destroy();
+    // A timeout is not retried: the backend took the request, and the client has waited its share.
+    if (!this.answered && this.reused && !(err instanceof GroveError)) {
+      let again: Socket | null = null;
+      try {
+        again = this.o.source.fresh();
+      } catch (e) {
+        // The socket's check failed this time (a backend gone, or something else at its path): that is the answer.
+        err = e as Error;
+      }
+      if (again) {
+        this.attempt(again, false);
+        return;
+      }
+    }
+    this.finished = true;
+    const res = this.res;
+    if (res.headersSent || res.destroyed) {
+      res.destroy();
+      return;
+    }
+    const e =
+      err instanceof GroveError
+        ? err
+        : err instanceof UpstreamProtocolError
+        ? new GroveError('backend_unavailable', `the workspace backend's answer is not HTTP/1.1 the proxy can frame: ${err.message}`, { cause: err })
+        : unavailable(err);
+    sendError(res, e, this.o.logger);
+  }
+
+  private write(chunk: Buffer): void {
+    if (chunk.length && !this.res.write(chunk)) {
+      const socket = this.socket;
+      socket?.pause();
+      this.res.once('drain', () => socket?.resume());
+    }
+  }
+
+  private body(chunk: Buffer): void {
+    const framing = this.framing;
+    if (!framing) return;
+    if (framing.kind === 'close') {
+      this.write(chunk);
+      return;
+    }
+    if (framing.kind === 'length') {
+      const n = Math.min(this.remaining, chunk.length);
+      this.remaining -= n;
+      if (this.remaining === 0) this.done(n === chunk.length, chunk.subarray(0, n));
+      else this.write(chunk.subarray(0, n));
+      return;
+    }
+    if (framing.kind === 'chunked' && this.decoder) {
+      const { payload, rest } = this.decoder.push(chunk);
+      for (const p of payload) this.write(p);
+      if (this.decoder.done) this.done(rest === 0);
+      return;
+    }
+    // No body: bytes here are past the response, so the connection is not clean.
+    this.done(chunk.length === 0);
+  }
+
+  private data(chunk: Buffer): void {
+    this.answered = true;
+    if (this.framing) {
+      this.body(chunk);
+      return;
+    }
+    let head = this.head ? Buffer.concat([this.head, chunk]) : chunk;
+    this.head = head;
+    for (;;) {
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) {
+        if (head.length > MAX_RESPONSE_HEAD) throw new UpstreamProtocolError('a response head over 64 KiB');
+        return;
+      }
+      const parsed = parseResponseHead(head.toString('latin1', 0, end));
+      if (parsed.status === 101) throw new UpstreamProtocolError('101 Switching Protocols to a request that asked for no upgrade');
+      const framing = parsed.status < 200 ? null : framingOf(parsed, this.method);
+      const rest = head.subarray(end + 4);
+      head = rest;
+      this.head = rest;
+      // An interim answer (100, 103) is not passed on: the final one follows on the same connection.
+      if (!framing) {
+        if (rest.length === 0) return;
+        continue;
+      }
+      this.framing = framing;
+      clearTimeout(this.deadline);
+      const headers = parsedHeaders(parsed.raw);
+      // Read before the hook edits the headers: whether the backend keeps this connection is its own say.
+      this.keep = !parsed.http10 && !/\bclose\b/i.test(String(headers.connection ?? '')) && framing.kind !== 'close';
+      this.res.writeHead(parsed.status, parsed.statusText, downstreamHeaders({ headers, rawHeaders: parsed.raw }, this.o.onResponseHeaders));
+      if (framing.kind === 'length') this.remaining = framing.length;
+      if (framing.kind === 'chunked') this.decoder = new ChunkedDecoder();
+      if (framing.kind === 'none' || (framing.kind === 'length' && this.remaining === 0)) {
+        this.done(rest.length === 0);
+        return;
+      }
+      if (rest.length) this.body(rest);
+      return;
+    }
+  }
 }
 
 /**

@@ -530,19 +530,39 @@ describe('what the proxy connects to', () => {
     }
   });
 
-  it('never reuses a pooled connection once the socket at the path was replaced', async () => {
+  it('checks the socket whenever it opens a connection to it: once the file at the path is replaced, new connections reach the new one', async () => {
     as('swap');
     const file = path.join(dir, 'swap.sock');
     const first = await listenOn(file, 'first');
     let second: Awaited<ReturnType<typeof listenOn>> | null = null;
+    // One client connection kept across the swap, and a new one for each of the other requests.
+    const kept = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const text = (agent: http.Agent | false) =>
+      new Promise<string>((resolve, reject) => {
+        http
+          .get(`${base}/w/demo~swap/x`, { agent, headers: auth }, (r) => {
+            let body = '';
+            r.setEncoding('utf8');
+            r.on('data', (d: string) => (body += d));
+            r.on('end', () => resolve(body));
+          })
+          .on('error', reject);
+      });
     try {
-      expect(await (await fetch(`${base}/w/demo~swap/x`, { headers: auth })).text()).toBe('first');
-      // Replaced while the first server still holds the proxy's kept-alive connection.
+      expect(await text(kept)).toBe('first');
+      expect(await text(false)).toBe('first');
+      // Replaced while the first server still holds the proxy's kept-alive connections.
       fs.rmSync(file);
       second = await listenOn(file, 'second');
-      for (let i = 0; i < 3; i++) expect(await (await fetch(`${base}/w/demo~swap/x`, { headers: auth })).text()).toBe('second');
-      expect(first.hits()).toBe(1);
+      // node's path (a pool shared by all clients) drops its connections to the old socket; the fast lane opens a new
+      // one for each new client connection, so neither reuses a connection to what is no longer at the path.
+      for (let i = 0; i < 3; i++) expect(await text(false)).toBe('second');
+      expect(await (await fetch(`${base}/w/demo~swap/x`, { method: 'POST', headers: auth, body: 'x' })).text()).toBe('second');
+      // The lane's connection that a client connection keeps was checked when it was opened: it stays with that backend.
+      expect(await text(kept)).toBe('first');
+      expect([first.hits(), second.hits()]).toEqual([3, 4]);
     } finally {
+      kept.destroy();
       registry.delete('demo~swap');
       first.server.closeAllConnections();
       first.server.close();

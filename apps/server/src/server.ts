@@ -137,7 +137,7 @@ export function createGroveServer(opts: GroveServerOptions): GroveServer {
     }
     if (!target || previewRest(target.path)) return false;
     try {
-      await proxy.web(message, res as unknown as http.ServerResponse, target);
+      await proxy.lane(req, res, target);
     } catch {
       return res.headersSent;
     }

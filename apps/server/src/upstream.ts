@@ -130,6 +130,101 @@ export class ChunkedDecoder {
 export const UPSTREAM_IDLE_MS = 4_000;
 const MAX_IDLE = 64;
 
+/** Where the lean path gets a connection to a backend, and gives it back once an answer left it clean. */
+export interface UpstreamSource {
+  /** An idle connection, else a new one; `reused` says which. */
+  take(): { socket: Socket; reused: boolean };
+  /** A new connection, never an idle one (the retry after a reused connection closed under a request). */
+  fresh(): Socket;
+  give(socket: Socket): void;
+}
+
+/** Whatever listens on an idle connection to a backend is removed before the connection is used again. */
+function quiet(s: Socket): void {
+  parked.delete(s);
+  s.setTimeout(0);
+  s.removeAllListeners('timeout');
+  s.removeAllListeners('close');
+  s.removeAllListeners('error');
+  s.removeAllListeners('data');
+  s.removeAllListeners('end');
+}
+
+/** Who hears of an idle connection's retirement (its pool or its holder). */
+const parked = new WeakMap<Socket, () => void>();
+
+/** An idle connection's listener for all it may hear (`this` is the connection): whatever it is, the connection goes. */
+function retire(this: Socket): void {
+  const dropped = parked.get(this);
+  parked.delete(this);
+  dropped?.();
+  this.destroy();
+}
+
+/**
+ * Idle, a connection is retired by anything from the backend (bytes past the response, an end) and after `idleMs`;
+ * `dropped` hears of it. One module-level listener rather than a closure per connection: this runs per request.
+ */
+function park(s: Socket, idleMs: number, dropped: () => void): void {
+  s.removeAllListeners('data');
+  s.removeAllListeners('end');
+  s.removeAllListeners('error');
+  s.removeAllListeners('close');
+  parked.set(s, dropped);
+  s.on('data', retire);
+  s.on('end', retire);
+  s.on('error', retire);
+  s.on('close', retire);
+  s.on('timeout', retire);
+  s.setTimeout(idleMs);
+}
+
+/**
+ * The one connection to a backend that one client connection of the front door's fast lane keeps (its requests come
+ * one at a time): no pool to share, and the socket's check (`verify`, which throws) runs when a connection is opened.
+ * A connection opened to the socket that was checked goes on reaching that backend, whatever is at the path later.
+ */
+export class HeldUpstream implements UpstreamSource {
+  private idle: Socket | null = null;
+
+  constructor(
+    readonly socketPath: string,
+    private readonly verify: () => unknown,
+    private readonly idleMs = UPSTREAM_IDLE_MS,
+  ) {}
+
+  take(): { socket: Socket; reused: boolean } {
+    const s = this.idle;
+    this.idle = null;
+    if (s && !s.destroyed && s.writable) {
+      quiet(s);
+      s.resume();
+      return { socket: s, reused: true };
+    }
+    return { socket: this.fresh(), reused: false };
+  }
+
+  fresh(): Socket {
+    this.verify();
+    return connect({ path: this.socketPath });
+  }
+
+  give(s: Socket): void {
+    if (s.destroyed) return;
+    this.idle?.destroy();
+    this.idle = s;
+    park(s, this.idleMs, () => {
+      if (this.idle === s) this.idle = null;
+    });
+  }
+
+  /** The client's connection is done with it (closed, or given to node's server). */
+  release(): void {
+    this.idle?.destroy();
+    this.idle = null;
+  }
+}
+
 /**
  * Kept-alive connections to one backend socket, tied to the socket they were made for (its identity key): when
  * the file at the path is another socket, the idle ones are dropped, never reused.
@@ -151,12 +246,7 @@ export class UpstreamPool {
     }
     for (let s = this.idle.pop(); s; s = this.idle.pop()) {
       if (s.destroyed || !s.writable) continue;
-      s.setTimeout(0);
-      s.removeAllListeners('timeout');
-      s.removeAllListeners('close');
-      s.removeAllListeners('error');
-      s.removeAllListeners('data');
-      s.removeAllListeners('end');
+      quiet(s);
       // Paused when its last response waited for a slow client.
       s.resume();
       return { socket: s, reused: true };
@@ -175,21 +265,10 @@ export class UpstreamPool {
       s.destroy();
       return;
     }
-    s.removeAllListeners('data');
-    s.removeAllListeners('end');
-    s.removeAllListeners('error');
-    s.removeAllListeners('close');
-    const drop = () => {
+    park(s, this.idleMs, () => {
       const i = this.idle.indexOf(s);
       if (i >= 0) this.idle.splice(i, 1);
-      s.destroy();
-    };
-    // Anything from the backend on an idle connection (bytes past the response, an end) retires it.
-    s.once('data', drop);
-    s.once('end', drop);
-    s.once('error', drop);
-    s.once('close', drop);
-    s.setTimeout(this.idleMs, drop);
+    });
     this.idle.push(s);
   }
 
