@@ -89,6 +89,10 @@ describe('tabs', () => {
     const phonePane = pane(phone, 'alpha');
     await expect.poll(() => phonePane.getByRole('region', { name: 'Changes', exact: true }).innerText()).toContain('No changes');
     await web.shot(phone, 'workspace-fresh-390');
+    // The top bar keeps the page's title whole on a phone (its buttons go to icons, their names stay).
+    const title = phone.locator('.topbar-title h1');
+    expect(await title.evaluate((h) => [h.textContent, h.scrollWidth <= h.clientWidth])).toEqual(['Workspaces', true]);
+    await phone.getByRole('link', { name: 'Conversation' }).waitFor();
     // On a phone Ports is one line and the conversation starts in the upper half of the screen; the title keeps its room.
     expect((await phonePane.getByRole('region', { name: 'Listening ports' }).boundingBox())?.height ?? 99).toBeLessThan(40);
     expect((await phonePane.locator('.thread-scroll').boundingBox())?.y ?? 999).toBeLessThan(phone.viewportSize()!.height / 2);

@@ -122,8 +122,11 @@ export function Cockpit() {
     <>
       <NotifyToggle />
       <ResumeButton />
-      <Link href="/" className="navlink">
-        Conversation
+      <Link href="/" className="navlink nav-conversation">
+        <svg className="nav-conversation-icon" width="15" height="15" viewBox="0 0 16 16" aria-hidden="true" focusable="false">
+          <path d="M2.5 3.5h11v7h-6l-3 2.5v-2.5h-2z" fill="none" stroke="currentColor" strokeWidth="1.4" strokeLinejoin="round" />
+        </svg>
+        <span className="sr-only-phone">Conversation</span>
       </Link>
     </>
   );

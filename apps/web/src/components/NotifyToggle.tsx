@@ -54,7 +54,8 @@ export function NotifyToggle() {
       title={hint}
     >
       <Bell off={!active} />
-      <span className="notify-label">{active ? 'Notifying' : 'Notify me'}</span>
+      {/* A phone: the bell alone, so the page title keeps its room; the label stays the button's accessible name. */}
+      <span className="notify-label sr-only-phone">{active ? 'Notifying' : 'Notify me'}</span>
       {blocked ? <span className="sr-only"> ({hint})</span> : null}
     </button>
   );
