@@ -91,7 +91,11 @@ describe('tabs', () => {
     await web.shot(phone, 'workspace-fresh-390');
     // The top bar keeps the page's title whole on a phone (its buttons go to icons, their names stay).
     const title = phone.locator('.topbar-title h1');
-    expect(await title.evaluate((h) => [h.textContent, h.scrollWidth <= h.clientWidth])).toEqual(['Workspaces', true]);
+    const fits = (h: unknown) => {
+      const e = h as { textContent: string | null; scrollWidth: number; clientWidth: number };
+      return [e.textContent, e.scrollWidth <= e.clientWidth];
+    };
+    expect(await title.evaluate(fits)).toEqual(['Workspaces', true]);
     await phone.getByRole('link', { name: 'Conversation' }).waitFor();
     // On a phone Ports is one line and the conversation starts in the upper half of the screen; the title keeps its room.
     expect((await phonePane.getByRole('region', { name: 'Listening ports' }).boundingBox())?.height ?? 99).toBeLessThan(40);
