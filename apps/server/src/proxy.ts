@@ -175,8 +175,7 @@ export function createWorkspaceProxy(opts: {
         held = new HeldUpstream(socketPath, () => verifyBackendSocketSync(socketPath, t.slug), idleMs);
         req.conn.held = held;
       }
-      const first = held.take();
-      forwardLean(req.method, laneRequestHead(req, t), res as unknown as http.ServerResponse, { socketPath, source: held, logger, onResponseHeaders, answerTimeoutMs, first });
+      forwardLean(req.method, laneRequestHead(req, t), res as unknown as http.ServerResponse, { socketPath, source: held, logger, onResponseHeaders, answerTimeoutMs });
     },
     async ws(req, socket, head, t) {
       const socketPath = await grove.socketFor(t.slug);
@@ -331,8 +330,6 @@ function parsedHeaders(raw: string[]): http.IncomingHttpHeaders {
 interface LeanOptions extends ForwardOptions {
   /** Where connections to the backend come from and go back to (a pool, or the lane's held connection). */
   source: UpstreamSource;
-  /** A connection already taken from the source (the lane takes it before it builds the head). */
-  first?: { socket: Socket; reused: boolean } | undefined;
 }
 
 /**
@@ -343,10 +340,11 @@ interface LeanOptions extends ForwardOptions {
  * body, and the backend closes idle connections on its own schedule).
  */
 function forwardLean(method: string, text: string, res: http.ServerResponse, o: LeanOptions): void {
+  // First, so a source that cannot give a connection (the lane's socket check) throws before anything listens on res.
+  const { socket, reused } = o.source.take();
   const x = new LeanExchange(method, text, res, o);
   // A client that goes away mid-response must not leave the upstream request running, nor be retried.
   res.on('close', () => x.clientGone());
-  const { socket, reused } = o.first ?? o.source.take();
   x.attempt(socket, reused);
 }
 
