@@ -2,6 +2,7 @@
 // proxies in front of it, or Grove's front door alone, so load generator, proxies and upstream each get a process.
 import http from 'node:http';
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import httpProxy from 'http-proxy';
 import * as httpProxy3 from 'http-proxy-3';
@@ -14,7 +15,7 @@ import type { SandboxDriver } from '@grove/sandbox';
 import { createGroveServer } from '../apps/server/src/server.ts';
 
 const [role, socketPath] = process.argv.slice(2);
-if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies|grove <socket>');
+if (!socketPath) throw new Error('usage: proxy-targets.ts upstream|proxies|grove|relay <socket>');
 
 /**
  * The home of the front door over the real registry: its running row's backend.sock is a second listener of the
@@ -46,6 +47,24 @@ if (role === 'upstream') {
   second.keepAliveTimeout = 60_000;
   await new Promise<void>((r) => second.listen(realSocket, r));
   server.listen(socketPath, () => process.stdout.write(`${JSON.stringify({ ready: true })}\n`));
+} else if (role === 'relay') {
+  // A yardstick for bench/ws.ts, not a proxy: each TCP connection piped to its own connection to the socket, bytes
+  // untouched (no auth, no routing, no HTTP). What node itself costs in the path, without anything Grove decides.
+  const relay = net.createServer((client) => {
+    client.setNoDelay(true);
+    const up = net.connect({ path: socketPath });
+    client.pipe(up).pipe(client);
+    const close = () => {
+      client.destroy();
+      up.destroy();
+    };
+    client.on('error', close).on('close', close);
+    up.on('error', close).on('close', close);
+  });
+  await new Promise<void>((r) => relay.listen(0, '127.0.0.1', r));
+  const a = relay.address();
+  if (!a || typeof a === 'string') throw new Error('no port');
+  process.stdout.write(`${JSON.stringify({ relay: a.port })}\n`);
 } else if (role === 'grove') {
   // Only the front door (auth, routing, http-proxy for HTTP and WebSocket upgrades); every slug maps to the socket.
   const stub = { socketFor: async () => socketPath } as unknown as Grove;
