@@ -225,6 +225,15 @@ describe('the fast lane in front of a backend', () => {
     expect(only.cookie).toBeUndefined();
   });
 
+  it('passes a header value’s bytes through as they came, on both paths (UTF-8 in a header is not encoded twice)', async () => {
+    // A client sending a file name in UTF-8: the bytes c3 a9 ("é"), which node's parser reads as two latin1 chars.
+    const sent = Buffer.from('café', 'utf8').toString('latin1');
+    for (const base of [laneBase, plainBase]) {
+      const h = JSON.parse((await get(base, '/w/demo/headers', { headers: { 'x-name': sent } })).body) as Record<string, string>;
+      expect([base, Buffer.from(h['x-name'] ?? '', 'latin1').toString('utf8')]).toEqual([base, 'café']);
+    }
+  });
+
   it('keeps one backend connection per client connection, and checks the socket each time it opens one', async () => {
     // Three requests on one client connection reach the backend over one connection of its own.
     const before = swapConnections;

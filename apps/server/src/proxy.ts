@@ -402,7 +402,9 @@ class LeanExchange {
       }
       this.fail(socket, Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
     });
-    socket.write(this.text);
+    // Header values are held as node's parser reads them, one char per byte: written back the same way, a client's
+    // UTF-8 reaches the backend as the bytes it sent, not encoded a second time.
+    socket.write(this.text, 'latin1');
   }
 
   clientGone(): void {
@@ -558,7 +560,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
     answered = true;
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
     pairs.push('Connection', 'Upgrade', 'Upgrade', String(ur.headers.upgrade ?? 'websocket'));
-    socket.write(headText(`HTTP/1.1 101 ${ur.statusMessage || 'Switching Protocols'}`, pairs));
+    socket.write(headText(`HTTP/1.1 101 ${ur.statusMessage || 'Switching Protocols'}`, pairs), 'latin1');
     if (tunnelHead.length) socket.write(tunnelHead);
     if (early.length) tunnel.write(early);
     tunnel.on('error', () => socket.destroy());
@@ -573,7 +575,7 @@ function forwardUpgrade(req: http.IncomingMessage, socket: Duplex, early: Buffer
     // Its body arrives decoded, so it goes out sized as it came or delimited by the close.
     const pairs = downstreamHeaders(ur, o.onResponseHeaders);
     pairs.push('Connection', 'close');
-    socket.write(headText(`HTTP/1.1 ${ur.statusCode ?? 502} ${ur.statusMessage ?? ''}`, pairs));
+    socket.write(headText(`HTTP/1.1 ${ur.statusCode ?? 502} ${ur.statusMessage ?? ''}`, pairs), 'latin1');
     ur.pipe(socket);
     ur.on('error', () => socket.destroy());
   });
