@@ -50,6 +50,9 @@ beforeAll(async () => {
   const wss = new WebSocketServer({ server: dev });
   wss.on('connection', (s, req) => {
     s.send(`hello ${req.url ?? ''}`);
+    // What the dev server got as a header's bytes (node reads them one char per byte).
+    const name = req.headers['x-name'];
+    if (typeof name === 'string') s.send(`name ${Buffer.from(name, 'latin1').toString('utf8')}`);
     s.on('message', (m: Buffer) => s.send(`echo ${m.toString()}`));
   });
   await new Promise<void>((r) => dev.listen(0, '127.0.0.1', r));
@@ -106,7 +109,8 @@ describe('preview', () => {
   });
 
   it('passes WebSocket upgrades through with the path stripped', async () => {
-    const ws = new WebSocket(`ws+unix://${tb.socketPath}:/preview/${devPort}/hmr?token=abc`, { headers: { authorization: 'Bearer secret' } });
+    // A header in UTF-8 (ws sends a header string one byte per char): the dev server gets its bytes, not encoded twice.
+    const ws = new WebSocket(`ws+unix://${tb.socketPath}:/preview/${devPort}/hmr?token=abc`, { headers: { authorization: 'Bearer secret', 'x-name': Buffer.from('café').toString('latin1') } });
     const got: string[] = [];
     ws.on('message', (m: Buffer) => got.push(m.toString()));
     await new Promise<void>((resolve, reject) => {
@@ -114,7 +118,7 @@ describe('preview', () => {
       ws.once('error', reject);
     });
     ws.send('ping');
-    await expect.poll(() => got).toEqual(['hello /hmr?token=abc', 'echo ping']);
+    await expect.poll(() => got).toEqual(['hello /hmr?token=abc', 'name café', 'echo ping']);
     ws.close();
   });
 

@@ -160,7 +160,8 @@ export function createPreview(opts: PreviewOptions): Preview {
     }
     const cookie = stripGroveCookie(req.headers.cookie);
     if (cookie) lines.push(`Cookie: ${cookie}`);
-    socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+    // One byte per char, as node read them: a header sent in UTF-8 reaches the dev server as its bytes.
+    socket.write(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
     if (head.length) socket.write(head);
     socket.pipe(client);
     client.pipe(socket);
