@@ -243,7 +243,11 @@ else
   say "dashboard build up to date"
 fi
 
-# 6. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
+# 6. the CLI as one file: bin/grove.mjs runs it while none of its inputs is newer, else the sources through tsx
+cli_bundle=$(cd "$ROOT" && node apps/cli/bundle.mjs --if-stale </dev/null) || die "the CLI did not bundle: run node apps/cli/bundle.mjs to see why"
+say "$cli_bundle"
+
+# 7. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   is_debian_root || die "the browser tests need /usr/bin/chromium: install Debian's chromium package"
   say "installing chromium (apt-get)"
@@ -251,7 +255,7 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null >/dev/null
 fi
 
-# 7. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
+# 8. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
   is_debian_root || die "the ssh remote test needs /usr/sbin/sshd: install Debian's openssh-server package"
   say "installing openssh-server (apt-get)"
@@ -259,7 +263,7 @@ if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server </dev/null >/dev/null
 fi
 
-# 8. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
+# 9. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
 #    on a Unix socket as an unprivileged user; Debian's packaged cluster is not used)
 has_initdb() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; }; }
 if [ "$BROWSER" = 1 ] && ! has_initdb; then

@@ -5,7 +5,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 
-/** The clone this CLI runs from: apps/cli/src/ → the repository root. Never the caller's cwd. */
+/**
+ * The clone this CLI runs from: apps/cli/src/ (or apps/cli/dist/, the bundle, at the same depth) → the repository
+ * root. Never the caller's cwd.
+ */
 export function repoRoot(from: string = fileURLToPath(import.meta.url)): string {
   return path.resolve(path.dirname(from), '../../..');
 }

@@ -1,0 +1,2 @@
+/** Whether dist/grove.mjs may run (bundle-state.mjs). */
+export function bundleIsFresh(base?: URL): boolean;
