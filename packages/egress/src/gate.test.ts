@@ -339,14 +339,16 @@ describe('gate timeouts', () => {
   });
 
   it('closes a tunnel idle past the idle timeout (audited), but not one that keeps moving', async () => {
-    const h = await startGate({ idleTimeoutMs: 300 });
+    // 1 s idle against a write every 100 ms: the gate runs in this test's process, so a stall of its event loop (a
+    // loaded CI machine) delays the writes and fires the gate's timer alike; 300 ms left too little room for one.
+    const h = await startGate({ idleTimeoutMs: 1_000 });
     const t = await openTunnel(h.socketPath, `127.0.0.1:${upPort}`);
     expect(t.head).toMatch(/^HTTP\/1\.1 200/);
     let closed = false;
     let answer = '';
     t.socket.on('data', (d: Buffer) => (answer += d.toString('latin1')));
     t.socket.on('close', () => (closed = true));
-    // A request sent a few bytes at a time, every 100 ms for over a second: never idle for 300 ms.
+    // A request sent a few bytes at a time, every 100 ms for almost two seconds: never idle for a second.
     const request = `GET /moving HTTP/1.1\r\nHost: 127.0.0.1:${upPort}\r\nX-Pad: ${'p'.repeat(20)}\r\n\r\n`;
     for (let i = 0; i < request.length; i += 4) {
       t.socket.write(request.slice(i, i + 4));
@@ -355,8 +357,8 @@ describe('gate timeouts', () => {
     }
     await until(() => answer.includes('upstream-ok GET /moving'));
     expect(h.gate.active()).toBe(1);
-    // Now idle (the upstream keeps the connection alive for 5 s): the gate cuts it after 300 ms.
-    await until(() => closed, 3_000);
+    // Now idle (the upstream keeps the connection alive for 5 s): the gate cuts it after a second.
+    await until(() => closed, 4_000);
     await until(() => h.decisions.length === 1);
     expect(h.decisions[0]).toMatchObject({ method: 'CONNECT', decision: 'allow', address: '127.0.0.1', port: upPort });
     expect(h.gate.active()).toBe(0);
