@@ -204,7 +204,7 @@ export interface NginxOptions {
  */
 export async function startNginx(o: NginxOptions): Promise<number | null> {
   if (spawnSync('nginx', ['-v']).error) {
-    console.log(`nginx not installed (apt-get install -y nginx): skipping its ${o.name} rows`);
+    console.log(`nginx not installed (bash scripts/setup.sh --with-bench installs it): skipping its ${o.name} rows`);
     return null;
   }
   const port = await freePort();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for Grove: npm dependencies, a running Docker engine with gVisor's runsc runtime, the
-# sandbox image. Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser]
+# sandbox image. Fast when everything is in place. Usage: scripts/setup.sh [--no-install] [--with-browser] [--with-bench]
 #   --no-install     skip `npm ci` (used by `npm test`'s pretest)
 #   --with-browser   also make sure Debian's chromium, openssh-server and postgresql are there (the browser
 #                    tests, the ssh remote test and the PostgreSQL registry tests need them)
+#   --with-bench     also make sure Debian's nginx is there (the benchmarks' yardstick; they start their own)
 # Works from a fresh clone, as root in CI without a TTY, and re-run any number of times.
 set -euo pipefail
 
@@ -12,13 +13,15 @@ DOCKERD_LOG="/var/log/grove-dockerd.log"
 DOCKER_WAIT_S=60
 INSTALL=1
 BROWSER=0
+BENCH=0
 START_S=$SECONDS
 
 for arg in "$@"; do
   case "$arg" in
     --no-install) INSTALL=0 ;;
     --with-browser) BROWSER=1 ;;
-    -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --with-bench) BENCH=1 ;;
+    -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) printf 'setup: unknown argument %s (try --help)\n' "$arg" >&2; exit 2 ;;
   esac
 done
@@ -271,6 +274,15 @@ if [ "$BROWSER" = 1 ] && ! has_initdb; then
   say "installing postgresql (apt-get)"
   apt-get update -qq </dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql </dev/null >/dev/null
+fi
+
+# 10. nginx for the benchmarks, which compare Grove's front door with it (each run starts its own nginx, one worker,
+#     in a temp prefix; the package's service is never used and, with no init system running, not started)
+if [ "$BENCH" = 1 ] && ! command -v nginx >/dev/null 2>&1; then
+  is_debian_root || die "the benchmarks' yardstick needs nginx: install Debian's nginx package"
+  say "installing nginx (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx </dev/null >/dev/null
 fi
 
 say "done in $((SECONDS - START_S))s"
