@@ -129,12 +129,22 @@ describe('tabs', () => {
     const rowOf = async (l: Locator) => (await l.boundingBox())?.y ?? -1;
     expect(await rowOf(beta.getByRole('region', { name: 'Listening ports' }))).toBeLessThan(await rowOf(beta.getByRole('region', { name: 'Changes', exact: true })));
 
-    // Side by side: Ports and Changes share one row and the conversation starts higher.
+    // Side by side: Ports and Changes are one line each and the conversation starts no lower than alone.
     await beta.getByRole('button', { name: 'Side by side' }).click();
     await page.goto(`${web.s.base}/p/demo/w/alpha`);
     await pane(page, 'alpha').getByLabel('Message').waitFor();
     await beta.getByLabel('Message').waitFor();
-    await expect.poll(() => rowOf(beta.getByRole('region', { name: 'Listening ports' }))).toBe(await rowOf(beta.getByRole('region', { name: 'Changes', exact: true })));
+    const heightOf = async (l: Locator) => (await l.boundingBox())?.height ?? 999;
+    for (const p of [pane(page, 'alpha'), beta]) {
+      await expect.poll(() => heightOf(p.getByRole('region', { name: 'Changes', exact: true }))).toBeLessThan(44);
+      expect(await heightOf(p.getByRole('region', { name: 'Listening ports' }))).toBeLessThan(44);
+      // The workspace's name is whole (it was cut to "alp…" when the buttons kept their long labels).
+      const title = p.locator('.pane-head h2');
+      expect(await title.evaluate((h: { scrollWidth: number; clientWidth: number }) => h.scrollWidth <= h.clientWidth)).toBe(true);
+      // Its Close tab gave way to the tab's own ×.
+      expect(await p.getByRole('button', { name: 'Close tab', exact: true }).count()).toBe(0);
+      expect(await page.getByRole('button', { name: `Close tab ${p === beta ? 'beta' : 'alpha'}` }).isVisible()).toBe(true);
+    }
     const beside = await above();
     // Each half is 640 px: stacked and wrapped, head, Ports and Changes took ~250 px; compact, about what one full-width pane takes.
     expect(beside).toBeLessThanOrEqual(alone + 20);

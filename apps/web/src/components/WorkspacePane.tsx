@@ -115,7 +115,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
               Side by side
             </button>
           ) : null}
-          <button className="btn btn-small" onClick={close} title="Close the tab; the workspace keeps running">
+          <button className="btn btn-small pane-close" onClick={close} title="Close the tab; the workspace keeps running">
             Close tab
           </button>
         </div>
