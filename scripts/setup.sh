@@ -250,39 +250,36 @@ fi
 cli_bundle=$(cd "$ROOT" && node apps/cli/bundle.mjs --if-stale </dev/null) || die "the CLI did not bundle: run node apps/cli/bundle.mjs to see why"
 say "$cli_bundle"
 
+# Installs one Debian package for steps 7-10, or stops with what needs it when this is not Debian as root.
+apt_install() {
+  local pkg="$1" need="$2"
+  is_debian_root || die "$need: install Debian's $pkg package"
+  say "installing $pkg (apt-get)"
+  apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$pkg" </dev/null >/dev/null
+}
+
 # 7. the browser for the end-to-end tests (Debian's chromium; never a downloaded browser build)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/bin/chromium ]; then
-  is_debian_root || die "the browser tests need /usr/bin/chromium: install Debian's chromium package"
-  say "installing chromium (apt-get)"
-  apt-get update -qq </dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium </dev/null >/dev/null
+  apt_install chromium "the browser tests need /usr/bin/chromium"
 fi
 
 # 8. sshd for the ssh remote test (Debian's openssh-server; the test runs its own on loopback, never the service)
 if [ "$BROWSER" = 1 ] && [ ! -x /usr/sbin/sshd ]; then
-  is_debian_root || die "the ssh remote test needs /usr/sbin/sshd: install Debian's openssh-server package"
-  say "installing openssh-server (apt-get)"
-  apt-get update -qq </dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssh-server </dev/null >/dev/null
+  apt_install openssh-server "the ssh remote test needs /usr/sbin/sshd"
 fi
 
 # 9. PostgreSQL server binaries for the registry tests on PostgreSQL (each test run starts its own throwaway cluster
 #    on a Unix socket as an unprivileged user; Debian's packaged cluster is not used)
 has_initdb() { compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || { command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; }; }
 if [ "$BROWSER" = 1 ] && ! has_initdb; then
-  is_debian_root || die "the PostgreSQL registry tests need initdb and pg_ctl: install Debian's postgresql package"
-  say "installing postgresql (apt-get)"
-  apt-get update -qq </dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql </dev/null >/dev/null
+  apt_install postgresql "the PostgreSQL registry tests need initdb and pg_ctl"
 fi
 
 # 10. nginx for the benchmarks, which compare Grove's front door with it (each run starts its own nginx, one worker,
 #     in a temp prefix; the package's service is never used and, with no init system running, not started)
 if [ "$BENCH" = 1 ] && ! command -v nginx >/dev/null 2>&1; then
-  is_debian_root || die "the benchmarks' yardstick needs nginx: install Debian's nginx package"
-  say "installing nginx (apt-get)"
-  apt-get update -qq </dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx </dev/null >/dev/null
+  apt_install nginx "the benchmarks' yardstick needs nginx"
 fi
 
 say "done in $((SECONDS - START_S))s"
