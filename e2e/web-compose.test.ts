@@ -135,7 +135,8 @@ describe('tabs', () => {
     await pane(page, 'alpha').getByLabel('Message').waitFor();
     await beta.getByLabel('Message').waitFor();
     const heightOf = async (l: Locator) => (await l.boundingBox())?.height ?? 999;
-    for (const p of [pane(page, 'alpha'), beta]) {
+    for (const name of ['alpha', 'beta']) {
+      const p = pane(page, name);
       await expect.poll(() => heightOf(p.getByRole('region', { name: 'Changes', exact: true }))).toBeLessThan(44);
       expect(await heightOf(p.getByRole('region', { name: 'Listening ports' }))).toBeLessThan(44);
       // The workspace's name is whole (it was cut to "alp…" when the buttons kept their long labels).
@@ -143,7 +144,7 @@ describe('tabs', () => {
       expect(await title.evaluate((h: { scrollWidth: number; clientWidth: number }) => h.scrollWidth <= h.clientWidth)).toBe(true);
       // Its Close tab gave way to the tab's own ×.
       expect(await p.getByRole('button', { name: 'Close tab', exact: true }).count()).toBe(0);
-      expect(await page.getByRole('button', { name: `Close tab ${p === beta ? 'beta' : 'alpha'}` }).isVisible()).toBe(true);
+      expect(await page.getByRole('button', { name: `Close tab ${name}` }).isVisible()).toBe(true);
     }
     const beside = await above();
     // Each half is 640 px: stacked and wrapped, head, Ports and Changes took ~250 px; compact, about what one full-width pane takes.
