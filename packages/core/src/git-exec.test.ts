@@ -1,9 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { execGit, gitLauncherPid, gitText } from './git-exec.ts';
+import { execGit, gitEnv, gitHome, gitLauncherPid, gitText, prepareGitHome } from './git-exec.ts';
 import { git } from './test-support/repo.ts';
 
 const tmp = mkdtempSync(join(tmpdir(), 'grove-gitexec-'));
@@ -30,6 +30,36 @@ describe('git-exec', () => {
         else process.env[k] = v;
       }
     }
+  });
+
+  it('gives every process of this user one shared empty HOME, 0700, instead of a directory per process', () => {
+    const home = gitHome();
+    expect(home).toBe(join(tmpdir(), `grove-git-home-${process.getuid?.()}`));
+    expect(gitEnv({ gitDir: repo })).toMatchObject({ HOME: home, XDG_CONFIG_HOME: join(home, '.config') });
+    for (const dir of [home, join(home, '.config')]) {
+      const st = lstatSync(dir);
+      expect(st.isDirectory() && !st.isSymbolicLink()).toBe(true);
+      expect(st.mode & 0o777).toBe(0o700);
+    }
+  });
+
+  it('does not take over a HOME someone else could have prepared: a symlink, a writable directory, a linked .config', () => {
+    const at = (name: string) => join(tmp, name);
+    expect(prepareGitHome(at('fresh'))).toBe(at('fresh'));
+    expect(lstatSync(join(at('fresh'), '.config')).isDirectory()).toBe(true);
+    expect(prepareGitHome(at('fresh'))).toBe(at('fresh'));
+
+    mkdirSync(at('elsewhere'), { mode: 0o700 });
+    symlinkSync(at('elsewhere'), at('link'));
+    expect(prepareGitHome(at('link'))).toBeNull();
+
+    mkdirSync(at('open'), { mode: 0o700 });
+    chmodSync(at('open'), 0o777);
+    expect(prepareGitHome(at('open'))).toBeNull();
+
+    mkdirSync(at('linked-config'), { mode: 0o700 });
+    symlinkSync(at('elsewhere'), join(at('linked-config'), '.config'));
+    expect(prepareGitHome(at('linked-config'))).toBeNull();
   });
 
   it('kills git (and what it started) at the deadline', async () => {

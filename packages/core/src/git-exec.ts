@@ -1,6 +1,6 @@
 import { fork, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -58,13 +58,45 @@ export const HARDENED_CONFIG: ReadonlyArray<readonly [string, string]> = [
 
 let emptyHome: string | null = null;
 
-/** An empty directory only the host user can write, created once per process: git's HOME and XDG_CONFIG_HOME. */
+/**
+ * `dir` made ready as git's HOME, or null when it cannot be trusted: created 0700 if missing, and if it was
+ * already there, used only when it is a real directory (not a symlink) owned by this user that no one else
+ * can write, with a `.config` inside that is the same. Another local user could have made it first in a
+ * shared /tmp; then the caller takes a fresh mkdtemp directory instead.
+ */
+export function prepareGitHome(dir: string): string | null {
+  const uid = process.getuid?.();
+  const ours = (path: string): boolean => {
+    try {
+      const st = lstatSync(path);
+      return st.isDirectory() && (uid === undefined || st.uid === uid) && (st.mode & 0o077) === 0;
+    } catch {
+      return false;
+    }
+  };
+  for (const path of [dir, join(dir, '.config')]) {
+    try {
+      mkdirSync(path, { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') return null;
+    }
+    if (!ours(path)) return null;
+  }
+  return dir;
+}
+
+/**
+ * An empty directory only the host user can write: git's HOME and XDG_CONFIG_HOME. One per user, shared by
+ * every Grove process and kept (nothing is ever written there), so a server or test worker that is killed
+ * leaves nothing behind; a per-process mkdtemp directory is the fallback when the shared one is not safe.
+ */
 export function gitHome(): string {
   if (emptyHome) return emptyHome;
+  const shared = prepareGitHome(join(tmpdir(), `grove-git-home-${process.getuid?.() ?? 'user'}`));
+  if (shared) return (emptyHome = shared);
   const dir = mkdtempSync(join(tmpdir(), 'grove-git-home-'));
   mkdirSync(join(dir, '.config'), { mode: 0o700 });
   emptyHome = dir;
-  // Gone with the process (nothing is ever written there).
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
