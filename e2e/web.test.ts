@@ -263,6 +263,9 @@ describe('dashboard', () => {
     await page.getByRole('link', { name: 'All workspaces' }).click();
     await meter(page).getByText('3 / 3').waitFor({ timeout: 15_000 });
     await page.getByText(/All 3 sandboxes are in use \(3 running\)\. Stop or tear down one of: .*alpha/).waitFor();
+    // Each card says what its workspace is about: the last thing said there.
+    await card(page, 'alpha').locator('.card-last', { hasText: 'Agent: Slept for 6000 ms' }).waitFor();
+    await card(page, 'beta').locator('.card-last').waitFor();
     await shot(page, 'workspaces-cap');
     step('cap');
 
@@ -275,6 +278,7 @@ describe('dashboard', () => {
     await page.getByRole('dialog').getByRole('button', { name: 'Close' }).click();
     await card(page, 'gamma').getByText('#1 in line').waitFor();
     await card(page, 'gamma').getByText('Waiting in line', { exact: true }).waitFor();
+    expect(await card(page, 'gamma').locator('.card-last').count()).toBe(0);
     await meter(page).getByText('1 waiting in line').waitFor();
     await card(page, 'gamma').getByRole('button', { name: 'Leave the line' }).click();
     await card(page, 'gamma').waitFor({ state: 'detached', timeout: 15_000 });

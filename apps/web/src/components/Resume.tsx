@@ -8,7 +8,7 @@ import { createContext, useCallback, useContext, useEffect, useId, useMemo, useR
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { workspaceHref } from '../lib/capacity.ts';
-import { matchesQuery, quoteOf, resumeCandidates } from '../lib/resume.ts';
+import { matchesQuery, quoteLine, quoteOf, resumeCandidates, type Quote } from '../lib/resume.ts';
 import { requestStart } from '../lib/start-intents.ts';
 import { routeOf } from '../lib/tabs.ts';
 import { relativeTime } from '../lib/time.ts';
@@ -96,7 +96,7 @@ export function ResumeButton() {
 }
 
 type Load = { kind: 'loading' } | { kind: 'error'; message: string } | { kind: 'ready'; list: Workspace[] };
-type Last = Record<string, { who: 'user' | 'agent'; text: string } | null>;
+type Last = Record<string, Quote | null>;
 
 function ResumePicker({ project, onChoose, onClose }: { project: string | null; onChoose: (w: Workspace) => void; onClose: () => void }) {
   const [load, setLoad] = useState<Load>({ kind: 'loading' });
@@ -239,7 +239,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
                 </span>
                 <span className="picker-last">
                   {quote
-                    ? `${quote.who === 'user' ? 'You' : 'Agent'}: ${quote.text}`
+                    ? quoteLine(quote)
                     : w.state === 'stopped'
                       ? 'Stopped: its files and conversation are kept; choosing it starts it again.'
                       : w.state === 'failed'

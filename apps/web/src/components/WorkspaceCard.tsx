@@ -1,4 +1,4 @@
-// One workspace in the engineer view: name, branch, state, last activity, network, and stop / reopen / tear down.
+// One workspace in the engineer view: name, branch, state, last activity and message, network, and stop / reopen / tear down.
 'use client';
 
 import Link from 'next/link';
@@ -11,6 +11,7 @@ import { relativeTime } from '../lib/time.ts';
 import { useBaseFallback } from '../lib/use-base-fallback.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { CardDisk } from './CardDisk.tsx';
+import { CardLastSaid } from './CardLastSaid.tsx';
 import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
@@ -74,6 +75,8 @@ export function WorkspaceCard({ workspace: w, fullReason, turnNotice = null, onC
           </time>
         </dd>
       </dl>
+      {/* What it is about; a workspace that is still being made or waits in line has said nothing yet. */}
+      {w.state !== 'creating' && w.state !== 'queued' ? <CardLastSaid slug={w.slug} activity={last} /> : null}
       {turnNotice ? <TurnEntry notice={turnNotice} /> : null}
       {/* Asked to start at a pull request that could not be fetched: it started at the default branch, and says why. */}
       {fallback ? <p className="card-note">{fallbackSentence(fallback)}</p> : null}

@@ -1,7 +1,7 @@
 // The /resume picker: which workspaces, in which order, and the quoted last message.
 import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { isResumeCommand, quoteOf, matchesQuery, resumeCandidates } from './resume.ts';
+import { isResumeCommand, quoteLine, quoteOf, matchesQuery, resumeCandidates } from './resume.ts';
 
 const ws = (name: string, state: Workspace['state'], lastActivityAt: string | null, project = 'demo'): Workspace => ({
   slug: name === 'default' ? project : `${project}~${name}`,
@@ -51,6 +51,8 @@ describe('commands and quotes', () => {
   it('quotes the last message on one line, shortened', () => {
     expect(quoteOf({ who: 'agent', text: 'a\n\nlong   reply' })).toEqual({ who: 'agent', text: 'a long reply' });
     expect(quoteOf({ who: 'user', text: 'a long reply' }, 6)).toEqual({ who: 'user', text: 'a lon…' });
+    expect(quoteLine({ who: 'user', text: 'fix it' })).toBe('You: fix it');
+    expect(quoteLine({ who: 'agent', text: 'done' })).toBe('Agent: done');
     expect(quoteOf({ who: 'user', text: ' \n ' })).toBeNull();
     expect(quoteOf(null)).toBeNull();
   });

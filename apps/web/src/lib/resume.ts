@@ -30,10 +30,21 @@ export function matchesQuery(w: Workspace, query: string): boolean {
   return [w.name, w.project, w.branch].some((s) => s.toLowerCase().includes(q));
 }
 
+/** The last thing said in a workspace, as the picker and the cards show it. */
+export interface Quote {
+  who: 'user' | 'agent';
+  text: string;
+}
+
 /** The last thing said in a workspace (`GET …/last-message`), on one line and at most `max` characters. */
-export function quoteOf(m: Pick<LastMessage, 'who' | 'text'> | null, max = 120): { who: 'user' | 'agent'; text: string } | null {
+export function quoteOf(m: Pick<LastMessage, 'who' | 'text'> | null, max = 120): Quote | null {
   if (!m) return null;
   const flat = m.text.replace(/\s+/g, ' ').trim();
   if (!flat) return null;
   return { who: m.who, text: flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat };
+}
+
+/** Who said it, in the reader's words: "You: …" or "Agent: …". */
+export function quoteLine(q: Quote): string {
+  return `${q.who === 'user' ? 'You' : 'Agent'}: ${q.text}`;
 }
