@@ -77,7 +77,7 @@ describe('grove CLI', () => {
     expect(fork.stdout).toContain(`${fx.s.base}/p/demo/w/cli-a`);
 
     const ls = await grove('ls');
-    expect(ls.stdout).toMatch(/demo~cli-a\s+running\s+grove\/cli-a/);
+    expect(ls.stdout).toMatch(/demo~cli-a\s+running\s+grove\/cli-a\s+-\s+just now$/m);
     expect(ls.stdout).toContain('2 / 2 sandboxes running');
 
     const json = await grove('ls', '--json');
