@@ -514,6 +514,9 @@ describe.each(['sqlite', 'postgres'] as const)('registry on %s', (dialect) => {
       const states = Object.fromEntries((await g2.list({ includeGone: true })).workspaces.map((w) => [w.slug, w.state]));
       expect(states).toEqual({ 'demo~alive': 'running', 'demo~vanished': 'stopped', 'demo~dead': 'stopped', 'demo~halfgone': 'gone', 'demo~crashed': 'failed' });
       expect(await g2.get('demo~crashed')).toMatchObject({ failureReason: 'interrupted by a server restart' });
+      // What the cards say about the two that stopped while Grove was down.
+      expect(await g2.get('demo~vanished')).toMatchObject({ failureReason: 'the sandbox was gone when Grove started (Docker or the machine restarted, or it was removed)' });
+      expect(await g2.get('demo~dead')).toMatchObject({ failureReason: 'the sandbox had stopped when Grove started: it exited with code 137' });
       expect([...fx.driver.containers.keys()].sort()).toEqual(['demo~alive', 'demo~dead']);
       expect(ls(join(fx.home, 'worktrees', 'demo')).sort()).toEqual(['alive', 'dead', 'vanished']);
       expect(branches(repo)).not.toContain('grove/crashed');

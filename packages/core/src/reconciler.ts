@@ -200,12 +200,14 @@ export class Reconciler {
       }
       case 'running': {
         let why: string | null = null;
-        if (!container) why = 'container missing';
-        else if (!container.running) why = `container ${exitSummary(container)}`;
+        // Sentences for the card and the thread (a Docker restart takes every sandbox with it), in the words of
+        // the live death's reason above.
+        if (!container) why = 'the sandbox was gone when Grove started (Docker or the machine restarted, or it was removed)';
+        else if (!container.running) why = `the sandbox had stopped when Grove started: it ${exitSummary(container)}`;
         else {
           const healthy = await runtime.probe(slug);
           if (!healthy.ok) {
-            why = `backend not healthy: ${healthy.error}`;
+            why = `the sandbox did not answer when Grove started: ${healthy.error}`;
             await runtime.stop(slug);
           }
         }
