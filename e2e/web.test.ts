@@ -1,13 +1,14 @@
 // The dashboard in a real browser (Debian Chromium via playwright-core) against the real server, Docker and
 // scripted agent: issue 4's proof. Screenshots go to docs/screenshots for the README only when
 // GROVE_UPDATE_SCREENSHOTS=1 (so a test run leaves the tree clean); otherwise to the run's temp home.
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnsResponse } from '@grove/contracts';
 import { WEB_DIR, assertWebReady, launchBrowser, reportFailure, screenshotter, signedIn as signIn } from './browser.ts';
-import { cleanup, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
+import { cleanup, containerOf, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
 // The default workspace and two forks fill it: the cap is reached without waiting for more sandboxes.
 const CAP = '3';
@@ -112,6 +113,18 @@ describe('dashboard', () => {
     await reply(phone, 'Slept for 2500 ms').waitFor();
     await shot(phone, 'default-thread-390');
     await phone.context().close();
+
+    // Its sandbox dies (a crash, a Docker restart): the page says it stopped unexpectedly, not that it was put to
+    // sleep, keeps the reason for whoever runs Grove, and Reopen brings the same conversation back.
+    execFileSync('docker', ['kill', containerOf(s.instance, 'demo') ?? 'no-container']);
+    await page.getByText('This conversation is paused').waitFor({ timeout: 30_000 });
+    await page.getByText('It stopped unexpectedly. Everything is kept').waitFor();
+    expect(await page.getByText('put to sleep').count()).toBe(0);
+    await page.getByText('Details for whoever runs Grove').click();
+    await page.getByText(/^the sandbox stopped unexpectedly: it exited/).waitFor();
+    await page.getByRole('button', { name: 'Reopen', exact: true }).click();
+    await reply(page, 'Slept for 2500 ms').waitFor({ timeout: 60_000 });
+    await page.getByLabel('Message').waitFor();
     await page.context().close();
   });
 

@@ -218,11 +218,23 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
               </button>
             }
           >
-            <p>
-              {engineer
-                ? 'Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.'
-                : 'It was put to sleep to save resources. Everything is kept: reopen it to carry on where you left off.'}
-            </p>
+            {/* A reason is recorded only when it stopped on its own (a crash, a Docker restart): then "put to sleep" is not true. */}
+            {engineer ? (
+              <>
+                {workspace.failureReason ? <p>It stopped on its own: {workspace.failureReason}.</p> : null}
+                <p>Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.</p>
+              </>
+            ) : workspace.failureReason ? (
+              <>
+                <p>It stopped unexpectedly. Everything is kept: reopen it to carry on where you left off.</p>
+                <details className="fine-print">
+                  <summary>Details for whoever runs Grove</summary>
+                  <p>{workspace.failureReason}</p>
+                </details>
+              </>
+            ) : (
+              <p>It was put to sleep to save resources. Everything is kept: reopen it to carry on where you left off.</p>
+            )}
             <ErrorText message={failedBefore} className="error-text" />
             {failedBefore && reopen.since !== null ? steps : null}
           </Notice>
