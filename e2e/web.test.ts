@@ -122,6 +122,11 @@ describe('dashboard', () => {
     expect(await page.getByText('put to sleep').count()).toBe(0);
     await page.getByText('Details for whoever runs Grove').click();
     await page.getByText(/^the sandbox stopped unexpectedly: it exited/).waitFor();
+    // The conversation so far is there to read while it is paused (read on the host, its backend is down).
+    const earlier = page.getByRole('region', { name: 'Earlier in this conversation' });
+    await earlier.locator('.msg-user', { hasText: 'hello from the browser' }).waitFor();
+    await earlier.locator('.msg-assistant', { hasText: 'Slept for 2500 ms' }).waitFor();
+    await shot(page, 'default-thread-paused');
     await page.getByRole('button', { name: 'Reopen', exact: true }).click();
     await reply(page, 'Slept for 2500 ms').waitFor({ timeout: 60_000 });
     await page.getByLabel('Message').waitFor();

@@ -54,6 +54,7 @@ const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects' | '
   teardown: { call: () => client.teardown({ params: { slug } }), grove: 'teardown', args: [slug] },
   stop: { call: () => client.stop({ params: { slug } }), grove: 'stop', args: [slug] },
   lastMessage: { call: () => client.lastMessage({ params: { slug } }), grove: 'lastMessage', args: [slug] },
+  recentMessages: { call: () => client.recentMessages({ params: { slug } }), grove: 'recentMessages', args: [slug] },
   teardownPreview: { call: () => client.teardownPreview({ params: { slug } }), grove: 'teardownPreview', args: [slug] },
   savedWork: { call: () => client.savedWork({ params: { slug } }), grove: 'savedWork', args: [slug] },
   restore: { call: () => client.restore({ params: { slug }, query: { wait: 'false' }, body: { name: 'back', n: 2 } }), grove: 'restore', args: [slug, { name: 'back', n: 2 }, { wait: false }] },

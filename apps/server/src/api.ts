@@ -83,6 +83,7 @@ export function createApi(opts: ApiOptions): Hono {
 
   // The last thing said in the thread, read by the host: a picker can quote it while the workspace is stopped.
   route(endpoints.lastMessage, async ({ params }) => ({ lastMessage: await grove.lastMessage(params.slug) }));
+  route(endpoints.recentMessages, async ({ params }) => ({ messages: await grove.recentMessages(params.slug) }));
 
   // Work saved from a workspace's worktree before it was removed (refs/grove/<slug>/teardown/<n>), and bringing
   // it back as a new workspace. The slug may be gone: saved work outlives it.

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { pino } from 'pino';
 import type { Grove } from '@grove/core';
-import { GroveError, forkQueuedResponseSchema, lastMessageResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
+import { GroveError, forkQueuedResponseSchema, lastMessageResponseSchema, recentMessagesResponseSchema, type GroveEvent, type Workspace } from '@grove/contracts';
 import { createGroveServer, type GroveServer } from './server.ts';
 import { previewCap } from './preview.ts';
 
@@ -73,6 +73,10 @@ const grove: Grove = {
   lastMessage: async (slug) => {
     if (!registry.has(slug)) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
     return slug === 'demo~off' ? { who: 'agent', text: 'all green', at: '2026-01-01T00:00:00.000Z' } : null;
+  },
+  recentMessages: async (slug) => {
+    if (!registry.has(slug)) throw new GroveError('workspace_not_found', `no workspace "${slug}"`);
+    return slug === 'demo~off' ? [{ who: 'user', text: 'run the tests', at: '2026-01-01T00:00:00.000Z' }, { who: 'agent', text: 'all green\n\n3 passed', at: '2026-01-01T00:00:01.000Z' }] : [];
   },
   restore: async (slug, req) => {
     forks.push({ restore: slug, ...req });
@@ -300,7 +304,7 @@ describe('registry API', () => {
     expect((await readBody(badFrom)).code).toBe('invalid_input');
   });
 
-  it('answers the last message of a workspace, stopped or not, checked with the contracts schema', async () => {
+  it('answers the last message and the recent messages of a workspace, stopped or not, checked with the contracts schema', async () => {
     const stopped = await fetch(`${base}/api/workspaces/demo~off/last-message`, { headers: auth });
     expect(stopped.status).toBe(200);
     expect(lastMessageResponseSchema.parse(await stopped.json())).toEqual({ lastMessage: { who: 'agent', text: 'all green', at: '2026-01-01T00:00:00.000Z' } });
@@ -308,6 +312,14 @@ describe('registry API', () => {
     const missing = await fetch(`${base}/api/workspaces/demo~ghost/last-message`, { headers: auth });
     expect(missing.status).toBe(404);
     expect((await readBody(missing)).code).toBe('workspace_not_found');
+
+    const recent = await fetch(`${base}/api/workspaces/demo~off/recent-messages`, { headers: auth });
+    expect(recent.status).toBe(200);
+    expect(recentMessagesResponseSchema.parse(await recent.json()).messages.map((m) => `${m.who}: ${m.text}`)).toEqual(['user: run the tests', 'agent: all green\n\n3 passed']);
+    expect(await (await fetch(`${base}/api/workspaces/demo/recent-messages`, { headers: auth })).json()).toEqual({ messages: [] });
+    const ghost = await fetch(`${base}/api/workspaces/demo~ghost/recent-messages`, { headers: auth });
+    expect(ghost.status).toBe(404);
+    expect((await readBody(ghost)).code).toBe('workspace_not_found');
     expect((await fetch(`${base}/api/workspaces/..%2Fx/last-message`, { headers: auth })).status).toBe(422);
     expect((await fetch(`${base}/api/workspaces/demo~off/last-message`)).status).toBe(401);
   });

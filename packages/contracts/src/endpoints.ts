@@ -10,6 +10,7 @@ import {
   forkRequestSchema,
   healthResponseSchema,
   lastMessageResponseSchema,
+  recentMessagesResponseSchema,
   listProjectsResponseSchema,
   listWorkspacesResponseSchema,
   projectResponseSchema,
@@ -214,6 +215,8 @@ export const endpoints = {
   }),
   /** The last thing said in the thread, read on the host: there while the workspace is stopped. */
   lastMessage: endpoint({ method: 'GET', path: '/api/workspaces/:slug/last-message', params: { slug }, status: 200, response: lastMessageResponseSchema, errors: reads }),
+  /** The newest things said in the thread (RECENT_MESSAGES at most), read on the host: the conversation while it is stopped. */
+  recentMessages: endpoint({ method: 'GET', path: '/api/workspaces/:slug/recent-messages', params: { slug }, status: 200, response: recentMessagesResponseSchema, errors: reads }),
   /** What a teardown would keep (branch, recovery ref) and remove, for the confirmation. */
   teardownPreview: endpoint({ method: 'GET', path: '/api/workspaces/:slug/teardown-preview', params: { slug }, status: 200, response: teardownPreviewSchema, errors: [...reads, 'git_failed'] }),
   /** The stable address of a port's preview on the preview origin (the same across stop, reopen and restart). */

@@ -252,6 +252,16 @@ export type LastMessage = z.infer<typeof lastMessageSchema>;
 export const lastMessageResponseSchema = z.object({ lastMessage: lastMessageSchema.nullable() });
 export type LastMessageResponse = z.infer<typeof lastMessageResponseSchema>;
 
+/** How many messages GET /api/workspaces/:slug/recent-messages gives at most, and how long each may be. */
+export const RECENT_MESSAGES = 20;
+export const RECENT_MESSAGE_CHARS = 4000;
+/**
+ * GET /api/workspaces/:slug/recent-messages: the newest things said in the thread, oldest first, line breaks
+ * kept, read by the host like last-message: the conversation to show while the workspace is stopped.
+ */
+export const recentMessagesResponseSchema = z.object({ messages: z.array(lastMessageSchema).max(RECENT_MESSAGES) });
+export type RecentMessagesResponse = z.infer<typeof recentMessagesResponseSchema>;
+
 export const listWorkspacesResponseSchema = z.object({
   workspaces: z.array(workspaceSchema),
   capacity: capacitySchema,

@@ -81,6 +81,10 @@ class GroveImpl implements Grove {
     return queries.lastMessage(this.ctx, slug);
   }
 
+  async recentMessages(slug: string): Promise<LastMessage[]> {
+    return queries.recentMessages(this.ctx, slug);
+  }
+
   async events(query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {
     return queries.events(this.ctx, query);
   }

@@ -1,5 +1,5 @@
-/** Reading the hub: projects, workspaces, capacity, the last message, events, and the proxy's socket lookup. */
-import { GroveError } from '@grove/contracts';
+/** Reading the hub: projects, workspaces, capacity, the last messages, events, and the proxy's socket lookup. */
+import { GroveError, RECENT_MESSAGE_CHARS, RECENT_MESSAGES } from '@grove/contracts';
 import type { Capacity, GroveEvent, LastMessage, Workspace } from '@grove/contracts';
 import type { WorkspaceRow } from '@grove/db';
 import { notFound, reasonOf, requireAny } from './context.ts';
@@ -7,7 +7,7 @@ import type { GroveContext } from './context.ts';
 import type { DiskWatch } from './disks.ts';
 import { validProject, validSlug } from './paths.ts';
 import { LIVE_STATES, toWorkspace } from './registry.ts';
-import { readLastMessage } from './thread-summary.ts';
+import { readLastMessage, readRecentMessages } from './thread-summary.ts';
 
 /** socketFor runs per proxied request: write last_activity_at at most this often per workspace. */
 const ACTIVITY_WRITE_MS = 5_000;
@@ -55,6 +55,13 @@ export async function lastMessage(ctx: GroveContext, slug: string): Promise<Last
   // A torn-down workspace's thread was archived with it: nothing to quote under its slug any more.
   if (row.state === 'gone') return null;
   return readLastMessage(ctx.paths.thread(slug));
+}
+
+/** The newest things said in its thread, oldest first (RECENT_MESSAGES at most), read like lastMessage. */
+export async function recentMessages(ctx: GroveContext, slug: string): Promise<LastMessage[]> {
+  const row = await requireAny(ctx, slug);
+  if (row.state === 'gone') return [];
+  return readRecentMessages(ctx.paths.thread(slug), { count: RECENT_MESSAGES, max: RECENT_MESSAGE_CHARS });
 }
 
 export async function events(ctx: GroveContext, query: { slug?: string; after?: number; limit?: number; type?: string } = {}): Promise<GroveEvent[]> {

@@ -1,10 +1,10 @@
-// The last message of a thread, read from thread.jsonl on the host (pure file reading, real temp files).
+// The last messages of a thread, read from thread.jsonl on the host (pure file reading, real temp files).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { DEFAULT_SCAN, readLastMessage } from './thread-summary.ts';
+import { DEFAULT_SCAN, readLastMessage, readRecentMessages } from './thread-summary.ts';
 
 const dirs: string[] = [];
 function threadDir(lines: Array<Record<string, unknown> | string>): string {
@@ -66,6 +66,25 @@ describe('readLastMessage', () => {
 });
 
 // Issue 14, 5c: the sandbox writes thread.jsonl, so what the host spends reading its end is bounded by the host.
+describe('readRecentMessages', () => {
+  it('gives the newest count messages oldest first, line breaks kept, tool lines and turn ends left out', async () => {
+    const dir = threadDir([user('one'), agent('two'), tool(), user('three'), agent('four\n\n- a\n- b  '), end(), '{"seq":99,"kind":"user","te']);
+    expect(await readRecentMessages(dir, { count: 3 })).toEqual([
+      { who: 'agent', text: 'two', at },
+      { who: 'user', text: 'three', at },
+      { who: 'agent', text: 'four\n\n- a\n- b', at },
+    ]);
+    expect((await readRecentMessages(dir, { count: 10 })).map((m) => m.text)).toEqual(['one', 'two', 'three', 'four\n\n- a\n- b']);
+    expect((await readRecentMessages(dir, { count: 2, max: 4 })).map((m) => m.text)).toEqual(['thr…', 'fou…']);
+  });
+
+  it('is empty without a thread file', async () => {
+    const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'grove-thread-summary-'));
+    dirs.push(empty);
+    expect(await readRecentMessages(empty, { count: 5 })).toEqual([]);
+  });
+});
+
 describe('readLastMessage on a hostile thread file', () => {
   /** Reads with a counter of the bytes read. */
   async function counted(dir: string, opts: Parameters<typeof readLastMessage>[1] = {}) {

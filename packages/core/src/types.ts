@@ -125,6 +125,8 @@ export interface Grove {
    * while the workspace is stopped; null when nothing was said. Throws workspace_not_found.
    */
   lastMessage(slug: string): Promise<LastMessage | null>;
+  /** The newest things said in its thread, oldest first (RECENT_MESSAGES at most, line breaks kept), read like lastMessage. */
+  recentMessages(slug: string): Promise<LastMessage[]>;
   /** The project's config (agent, allowed paths); {} when it has none. */
   projectConfig(project: string): Promise<ProjectConfig>;
   /**

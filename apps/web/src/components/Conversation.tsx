@@ -11,6 +11,7 @@ import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
 import { ForkSteps } from './ForkSteps.tsx';
+import { EarlierMessages } from './EarlierMessages.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
 import { ThreadView, type Audience } from './ThreadView.tsx';
 import './Conversation.css';
@@ -208,7 +209,7 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
     case 'stopped': {
       const failedBefore = reopen.error ?? (watch.failed && reopen.since !== null ? watch.failed : null);
       return (
-        <Centered>
+        <div className="paused">
           <Notice
             tone={failedBefore ? 'error' : 'info'}
             title={failedBefore ? (engineer ? 'The workspace could not be reopened' : 'The conversation could not be reopened') : engineer ? 'This workspace is stopped' : 'This conversation is paused'}
@@ -238,7 +239,8 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
             <ErrorText message={failedBefore} className="error-text" />
             {failedBefore && reopen.since !== null ? steps : null}
           </Notice>
-        </Centered>
+          <EarlierMessages slug={workspace.slug} />
+        </div>
       );
     }
     case 'failed':

@@ -93,6 +93,8 @@ export const api = {
   thread: (slug: string) => proxied('GET', slug, '/thread', threadResponseSchema),
   /** The last user or agent message, read on the host: works while the workspace is stopped. */
   lastMessage: (slug: string) => client.lastMessage({ params: { slug } }),
+  /** The newest user and agent messages (20 at most, oldest first), read on the host: the conversation while it is stopped. */
+  recentMessages: (slug: string) => client.recentMessages({ params: { slug } }),
   status: (slug: string) => proxied('GET', slug, '/status', backendStatusSchema),
   postMessage: (slug: string, text: string) => proxied('POST', slug, '/messages', postMessageResponseSchema, { text }),
   /** TCP ports listening inside the sandbox, and whether each may be previewed. */
