@@ -91,6 +91,10 @@ describe('grove CLI', () => {
     expect((await grove('stop', 'demo~cli-a')).stdout).toContain('stopped');
     const logs = await grove('logs', 'demo~cli-a');
     expect(logs.stdout).toContain('workspace.stopped');
+    // -n: the newest events only; the stop is the last thing that happened to it.
+    const newest = (await grove('logs', 'demo~cli-a', '-n', '1')).stdout.trim().split('\n');
+    expect(newest).toHaveLength(1);
+    expect(newest[0]).toMatch(/^\S+ {2}workspace\.stopped {2}\{/);
     expect((await grove('rm', 'demo~cli-a')).stdout).toContain('gone');
   });
 

@@ -1,7 +1,7 @@
 // Waiting for a workspace that is being created or started: its lifecycle phases on stderr meanwhile, then
-// where the dashboard opens it. Shared by fork, restore and resume.
+// where the dashboard opens it. Shared by fork, restore and resume; the paged read of a workspace's events too.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Workspace } from '@grove/contracts';
+import type { GroveEvent, Workspace } from '@grove/contracts';
 import { ApiError } from './client.ts';
 import type { CliContext } from './context.ts';
 import { workspaceUrl } from './format.ts';
@@ -19,14 +19,24 @@ const PHASES: Record<string, string> = {
 
 export const POLL_MS = 250;
 
+/** The most events one read of /api/events gives. */
+export const EVENT_PAGE = 1000;
+
+/** Every event of a slug with an id above `after`, oldest first, one page at a time (the API gives 1000 at most). */
+export async function* eventPages(ctx: CliContext, slug: string, after = 0): AsyncGenerator<GroveEvent[]> {
+  for (;;) {
+    const { events } = await ctx.api.events({ query: { slug, after, limit: EVENT_PAGE } });
+    if (events.length > 0) yield events;
+    after = events.at(-1)?.id ?? after;
+    if (events.length < EVENT_PAGE) return;
+  }
+}
+
 /** The id of the newest event of a slug (0 without any), so progress shows only what happens from now on. */
 export async function lastEventId(ctx: CliContext, slug: string): Promise<number> {
-  let after = 0;
-  for (;;) {
-    const { events } = await ctx.api.events({ query: { slug, after, limit: 1000 } });
-    after = events.at(-1)?.id ?? after;
-    if (events.length < 1000) return after;
-  }
+  let last = 0;
+  for await (const page of eventPages(ctx, slug)) last = page.at(-1)?.id ?? last;
+  return last;
 }
 
 export interface ProgressOptions {

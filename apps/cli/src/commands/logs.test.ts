@@ -1,0 +1,50 @@
+// `grove logs` pages through a trail longer than one read of /api/events, and -n keeps only the newest events.
+// The API here is a fake over an array of events: this tests the paging, not the server.
+import { describe, expect, it } from 'vitest';
+import type { GroveEvent } from '@grove/contracts';
+import type { CliContext } from '../context.ts';
+import { EVENT_PAGE } from '../progress.ts';
+import { logs } from './logs.ts';
+
+function trail(n: number): GroveEvent[] {
+  return Array.from({ length: n }, (_, i) => ({ id: i + 1, slug: 'demo~a', type: 'egress.denied', at: '2026-01-01T00:00:00.000Z', data: { n: i + 1 } }));
+}
+
+function context(events: GroveEvent[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const queries: Array<{ after?: number; limit?: number }> = [];
+  const api = {
+    events: async ({ query }: { query: { slug?: string; after?: number; limit?: number } }) => {
+      queries.push({ after: query.after, limit: query.limit });
+      const after = query.after ?? 0;
+      return { events: events.filter((e) => e.slug === query.slug && e.id > after).slice(0, Math.min(query.limit ?? 100, EVENT_PAGE)) };
+    },
+  };
+  const ctx = { api, out: (l: string) => out.push(l), err: (l: string) => err.push(l) } as unknown as CliContext;
+  return { ctx, out, err, queries };
+}
+
+describe('grove logs', () => {
+  it('prints every event of a trail longer than one page, oldest first, in as many reads as it takes', async () => {
+    const c = context(trail(EVENT_PAGE * 2 + 5));
+    await logs.run(c.ctx, ['demo~a'], {});
+    expect(c.out).toHaveLength(EVENT_PAGE * 2 + 5);
+    expect(c.out[0]).toBe('2026-01-01T00:00:00.000Z  egress.denied  {"n":1}');
+    expect(c.out.at(-1)).toContain(`{"n":${EVENT_PAGE * 2 + 5}}`);
+    expect(c.queries.map((q) => q.after)).toEqual([0, EVENT_PAGE, EVENT_PAGE * 2]);
+  });
+
+  it('with -n prints only the newest n, across pages; JSON stays one event per line', async () => {
+    const c = context(trail(EVENT_PAGE + 3));
+    await logs.run(c.ctx, ['demo~a'], { last: 5, json: true });
+    expect(c.out.map((l) => (JSON.parse(l) as GroveEvent).id)).toEqual([EVENT_PAGE - 1, EVENT_PAGE, EVENT_PAGE + 1, EVENT_PAGE + 2, EVENT_PAGE + 3]);
+  });
+
+  it('says on stderr when a slug has no events, and prints nothing on stdout', async () => {
+    const c = context(trail(3));
+    await logs.run(c.ctx, ['demo~other'], {});
+    expect(c.out).toEqual([]);
+    expect(c.err).toEqual(['No events for demo~other.']);
+  });
+});
