@@ -56,7 +56,7 @@ export async function withProgress<T>(ctx: CliContext, task: Promise<T>, { slug,
   );
   let cursor = after;
   const pump = async () => {
-    const { events } = await ctx.api.events({ query: { slug, after: cursor, limit: 1000 } });
+    const { events } = await ctx.api.events({ query: { slug, after: cursor, limit: EVENT_PAGE } });
     for (const e of events) {
       cursor = e.id;
       const phase = PHASES[e.type];
