@@ -88,7 +88,20 @@ describe('grove CLI', () => {
     expect(full.code).toBe(4);
     expect(full.stderr).toMatch(/sandbox slots are in use/);
 
-    expect((await grove('stop', 'demo~cli-a')).stdout).toContain('stopped');
+    // -f: the trail so far, then what happens next (here the stop), until it is interrupted.
+    const follow = spawn(process.execPath, [bin, 'logs', 'demo~cli-a', '-n', '1', '-f'], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN } });
+    let followed = '';
+    follow.stdout.on('data', (d: Buffer) => (followed += d.toString()));
+    const printed = (re: RegExp) => waitFor(`grove logs -f printed ${re}`, async () => re.test(followed), 20_000);
+    try {
+      await printed(/^\S+ {2}\S+ {2}\{/m);
+      expect(followed).not.toContain('workspace.stopped');
+      expect((await grove('stop', 'demo~cli-a')).stdout).toContain('stopped');
+      await printed(/ {2}workspace\.stopped {2}/);
+      expect(followed.trim().split('\n').filter((l) => l.includes('workspace.stopped'))).toHaveLength(1);
+    } finally {
+      follow.kill('SIGINT');
+    }
     const logs = await grove('logs', 'demo~cli-a');
     expect(logs.stdout).toContain('workspace.stopped');
     // -n: the newest events only; the stop is the last thing that happened to it.
