@@ -7,9 +7,6 @@ import { quoteLine, quoteOf, type Quote } from '../lib/resume.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import './CardLastSaid.css';
 
-/** About two lines of a card; CSS clamps what a narrow card cannot hold. */
-const MAX_CHARS = 160;
-
 /**
  * Read from the host's copy of the thread (so a stopped workspace is quoted too) when the card appears, when its
  * activity time moves, and when one of its turns ends (the reply is in the thread by then): no polling.
@@ -24,7 +21,8 @@ export function CardLastSaid({ slug, activity }: { slug: string; activity: strin
     const mine = ++seq.current;
     try {
       const { lastMessage } = await api.lastMessage(slug);
-      if (mine === seq.current) setQuote(quoteOf(lastMessage, MAX_CHARS));
+      // The server sends it on one line, already shortened; CSS clamps it to two lines of the card.
+      if (mine === seq.current) setQuote(quoteOf(lastMessage));
     } catch {
       // A nicety: the card says everything else without it, and the next turn's end reads again.
     }
