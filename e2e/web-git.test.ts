@@ -155,28 +155,34 @@ describe('forking from a pull request, and keeping the checkout', () => {
       await keep.selectOption(choice);
       await waitFor(`keepCheckoutOnClose ${String(stored)}`, async () => ((await get('app~review')).keepCheckoutOnClose ?? null) === stored, 10_000);
     }
-    // What the card shows is what the server holds, after a reload too; the project's own setting is named.
+    // The choice stayed on the card while it was changed. Read again with no pull request and no choice of its
+    // own, the card leaves the setting out (feat's card, with a pull request, has it).
     await page.reload();
-    const again = card(page, 'review').getByLabel('When its pull request is merged or closed');
-    await again.getByRole('option', { name: 'Project setting: clean up' }).waitFor({ state: 'attached' });
-    expect(await again.inputValue()).toBe('project');
-    await again.selectOption('keep');
-    await waitFor('keepCheckoutOnClose true', async () => (await get('app~review')).keepCheckoutOnClose === true, 10_000);
+    await card(page, 'review').getByText(/^Started at main instead of pull request #7: /).waitFor();
+    await card(page, 'feat').getByLabel('When its pull request is merged or closed').waitFor();
+    expect(await card(page, 'review').getByLabel('When its pull request is merged or closed').count()).toBe(0);
 
-    // The tab's Changes panel: the same note, and the same setting inside it.
+    // The tab's Changes panel: the same note, and the setting always inside it; the project's own setting is named.
     await page.goto(`${s.base}/p/app/w/review`);
     const panel = changes(page, 'review');
     await panel.getByText(/^Started at main instead of pull request #7: /).waitFor();
     await panel.getByRole('button', { name: 'Changes', exact: true }).click();
     const inPanel = panel.getByLabel('When its pull request is merged or closed');
-    expect(await inPanel.inputValue()).toBe('keep');
-    await inPanel.selectOption('project');
+    await inPanel.getByRole('option', { name: 'Project setting: clean up' }).waitFor({ state: 'attached' });
+    expect(await inPanel.inputValue()).toBe('project');
+    await inPanel.selectOption('keep');
+    await waitFor('keepCheckoutOnClose true', async () => (await get('app~review')).keepCheckoutOnClose === true, 10_000);
+
+    // Its own choice now: the card shows it again, and what it shows is what the server holds.
+    await page.goto(`${s.base}/workspaces`);
+    const onCard = card(page, 'review').getByLabel('When its pull request is merged or closed');
+    await onCard.waitFor();
+    expect(await onCard.inputValue()).toBe('keep');
+    await onCard.selectOption('project');
     await waitFor('keepCheckoutOnClose null', async () => ((await get('app~review')).keepCheckoutOnClose ?? null) === null, 10_000);
 
     // A workspace forked from the default branch, as asked, has no such note.
-    await page.goto(`${s.base}/workspaces`);
     await card(page, 'review').getByText(/^Started at main instead/).waitFor();
-    await card(page, 'feat').getByLabel('When its pull request is merged or closed').waitFor();
     expect(await card(page, 'feat').getByText(/^Started at/).count()).toBe(0);
 
     // A pull request the remote has (feat's, published above; refs/pull/<n>/head as GitHub and Gitea serve it):

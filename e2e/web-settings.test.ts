@@ -27,9 +27,10 @@ beforeAll(async () => {
   git(src, '-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-q', '-m', 'first');
   fs.writeFileSync(path.join(src, '.env'), 'ZETA=1\n');
   expect((await fx.s.api('POST', '/api/projects', { name: 'zeta', source: src })).status).toBe(201);
-  // A workspace whose card names the project's setting, so a change here must reach it; and with two projects
-  // on the page each group has its own way into its settings.
-  const fork = await fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'zeta', name: 'feat' });
+  // A workspace whose card names the project's setting, so a change here must reach it (a card carries the
+  // setting once the workspace has a choice of its own or a pull request); and with two projects on the page
+  // each group has its own way into its settings.
+  const fork = await fx.s.api<{ workspace: Workspace }>('POST', '/api/workspaces', { project: 'zeta', name: 'feat', keepCheckoutOnClose: false });
   expect(fork.status, JSON.stringify(fork.body)).toBe(201);
   browser = await launchBrowser();
 });

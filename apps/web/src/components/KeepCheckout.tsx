@@ -20,6 +20,18 @@ export function hasKeepCheckout(w: Workspace): boolean {
   return !w.isDefault && (w.state === 'running' || w.state === 'stopped' || w.state === 'queued' || w.state === 'creating');
 }
 
+/**
+ * Whether a card carries the setting: once there is a pull request to end, or the workspace has its own choice.
+ * Before that it would sit on every card of the board for nothing; the tab's Changes panel always has it. Once
+ * shown it stays while the card does, so choosing "Project setting" does not take the control from under the pointer.
+ */
+export function useKeepOnCard(w: Workspace): boolean {
+  const wanted = hasKeepCheckout(w) && (w.pullRequest != null || w.keepCheckoutOnClose != null);
+  const [shown, setShown] = useState(wanted);
+  if (wanted && !shown) setShown(true);
+  return hasKeepCheckout(w) && (wanted || shown);
+}
+
 export function KeepCheckoutSetting({ workspace: w, className, onChanged }: { workspace: Workspace; className: string; onChanged?: () => void }) {
   const id = useId();
   const helpId = useId();

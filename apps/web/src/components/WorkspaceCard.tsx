@@ -14,7 +14,7 @@ import { CardDisk } from './CardDisk.tsx';
 import { CardLastSaid } from './CardLastSaid.tsx';
 import { CardNetwork } from './CardNetwork.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
-import { KeepCheckoutSetting, hasKeepCheckout } from './KeepCheckout.tsx';
+import { KeepCheckoutSetting, useKeepOnCard } from './KeepCheckout.tsx';
 import { PrLink } from './PrLink.tsx';
 import { StateBadge } from './ui.tsx';
 import { WorkspaceActions } from './WorkspaceActions.tsx';
@@ -36,6 +36,7 @@ export function WorkspaceCard({ workspace: w, fullReason, turnNotice = null, onC
   // The gate exists from fork to teardown; a failed or gone workspace has no policy to show.
   const hasNetwork = w.state === 'running' || w.state === 'stopped';
   const fallback = useBaseFallback(w);
+  const keepOnCard = useKeepOnCard(w);
 
   return (
     <li className="card" aria-busy={busy}>
@@ -80,7 +81,7 @@ export function WorkspaceCard({ workspace: w, fullReason, turnNotice = null, onC
       {turnNotice ? <TurnEntry notice={turnNotice} /> : null}
       {/* Asked to start at a pull request that could not be fetched: it started at the default branch, and says why. */}
       {fallback ? <p className="card-note">{fallbackSentence(fallback)}</p> : null}
-      {hasKeepCheckout(w) ? <KeepCheckoutSetting workspace={w} className="card-setting" onChanged={onChanged} /> : null}
+      {keepOnCard ? <KeepCheckoutSetting workspace={w} className="card-setting" onChanged={onChanged} /> : null}
       {hasNetwork ? <CardNetwork slug={w.slug} name={title} /> : null}
       {/* The disk quota (worktree and agent state), once the workspace has its filesystem image. */}
       {w.disk ? <CardDisk disk={w.disk} /> : null}
