@@ -29,10 +29,13 @@ export const logs: CommandSpec<[slug: string], { json?: boolean; last?: number; 
       newest.splice(0, Math.max(0, newest.length - o.last));
     }
     for (const e of newest) ctx.out(line(e));
-    if (!o.follow) {
-      if (after === 0 && !o.json) ctx.err(`No events for ${slug}.`);
-      return;
+    if (after === 0) {
+      // No trail at all: a slug nobody made (a typo) ends as every other command's unknown slug does (exit 3),
+      // before --follow could wait on it forever. A torn-down workspace keeps its trail, so it never gets here.
+      await ctx.api.getWorkspace({ params: { slug } });
+      if (!o.json) ctx.err(`No events for ${slug} yet.`);
     }
+    if (!o.follow) return;
     // The same short poll as fork's progress, from the last id printed.
     for (;;) {
       await sleep(POLL_MS);
