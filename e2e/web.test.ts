@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Browser, Locator, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { TurnsResponse } from '@grove/contracts';
+import type { TurnsResponse, Workspace } from '@grove/contracts';
 import { WEB_DIR, assertWebReady, launchBrowser, reportFailure, screenshotter, signedIn as signIn } from './browser.ts';
 import { cleanup, containerOf, makeHome, startServer, waitRunning, type RunningServer } from './harness.ts';
 
@@ -115,7 +115,7 @@ describe('dashboard', () => {
     await phone.context().close();
 
     // Its sandbox dies (a crash, a Docker restart): the page says it stopped unexpectedly, not that it was put to
-    // sleep, keeps the reason for whoever runs Grove, and Reopen brings the same conversation back.
+    // sleep, keeps the reason for whoever runs Grove, and a message written there brings the same conversation back.
     execFileSync('docker', ['kill', containerOf(s.instance, 'demo') ?? 'no-container']);
     await page.getByText('This conversation is paused').waitFor({ timeout: 30_000 });
     await page.getByText('It stopped unexpectedly. Everything is kept').waitFor();
@@ -126,10 +126,18 @@ describe('dashboard', () => {
     const earlier = page.getByRole('region', { name: 'Earlier in this conversation' });
     await earlier.locator('.msg-user', { hasText: 'hello from the browser' }).waitFor();
     await earlier.locator('.msg-assistant', { hasText: 'Slept for 2500 ms' }).waitFor();
+    await page.getByRole('button', { name: 'Reopen', exact: true }).waitFor();
+    // Writing is enough to carry on: the message waits while the conversation reopens, then goes out, once.
+    const held = page.getByLabel('Write to carry on the conversation');
+    await held.fill('are you back?');
+    await page.getByText('Sending reopens the conversation; the message goes out once it is open.').waitFor();
     await shot(page, 'default-thread-paused');
-    await page.getByRole('button', { name: 'Reopen', exact: true }).click();
-    await reply(page, 'Slept for 2500 ms').waitFor({ timeout: 60_000 });
+    await held.press('Enter');
+    await reply(page, 'You said: "are you back?"').waitFor({ timeout: 60_000 });
     await page.getByLabel('Message').waitFor();
+    await reply(page, 'Slept for 2500 ms').waitFor();
+    expect(await page.locator('.msg-user', { hasText: 'are you back?' }).count()).toBe(1);
+    expect(await page.getByRole('list', { name: 'Waiting to be sent' }).count()).toBe(0);
     await page.context().close();
   });
 
@@ -388,4 +396,34 @@ describe('dashboard', () => {
     expect((await s.api('GET', '/api/workspaces/demo~delta')).status).toBe(404);
     await page.context().close();
   });
+
+  it('a message written to a stopped workspace at the cap stays queued beside the reason, and goes out once a slot frees', async () => {
+    // gamma stopped, epsilon in its slot: three of three run again.
+    expect((await s.api('POST', '/api/workspaces/demo~gamma/stop')).status).toBe(200);
+    expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'epsilon' })).status).toBe(201);
+    const page = await signedIn(1280);
+    // Its address asks for a start, which the cap refuses; the reason names the way out.
+    await page.goto(`${s.base}/p/demo/w/gamma`);
+    const gamma = pane(page, 'gamma');
+    await gamma.getByText('The workspace could not be reopened').waitFor({ timeout: 30_000 });
+    await gamma.getByText(/All 3 sandboxes are in use/).waitFor();
+
+    // Written anyway: the reopen it asks for is refused too, and the message waits, not lost.
+    const held = gamma.getByLabel('Write to reopen the workspace');
+    await held.fill('still there?');
+    await held.press('Enter');
+    const queued = gamma.getByRole('list', { name: 'Waiting to be sent' });
+    await queued.getByText('still there?').waitFor();
+    await gamma.getByText('Sent as soon as the workspace runs.').waitFor();
+    await gamma.getByRole('button', { name: 'Try again' }).waitFor({ timeout: 30_000 });
+    expect((await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo~gamma')).body.workspace.state).toBe('stopped');
+
+    // A slot frees: Try again reopens it and the queued message goes out, once.
+    expect((await s.api('POST', '/api/workspaces/demo~epsilon/stop')).status).toBe(200);
+    await gamma.getByRole('button', { name: 'Try again' }).click();
+    await reply(gamma, 'You said: "still there?"').waitFor({ timeout: 60_000 });
+    expect(await gamma.locator('.msg-user', { hasText: 'still there?' }).count()).toBe(1);
+    expect(await gamma.getByRole('list', { name: 'Waiting to be sent' }).count()).toBe(0);
+    await page.context().close();
+  }, 120_000);
 });

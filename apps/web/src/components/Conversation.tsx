@@ -10,6 +10,7 @@ import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
+import { Composer } from './Composer.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { EarlierMessages } from './EarlierMessages.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
@@ -19,6 +20,9 @@ import './Conversation.css';
 /** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
 const SETTLING = new Set(['creating', 'tearing-down']);
 const SAFETY_RECHECK_MS = 30_000;
+
+/** The held composer queues everything (Composer's held mode); this only answers if it were ever asked to send. */
+const notOpen = async () => ({ ok: false, error: 'The conversation is not open yet.' });
 
 interface ConversationProps {
   slug: string;
@@ -184,63 +188,80 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
     );
   }
 
+  // Paused or starting: what was said stays in view, and what is written now waits and goes out once it is open
+  // (sending to a paused one reopens it).
+  const held = (notice: ReactNode, starting: boolean) => (
+    <div className="held">
+      <div className="paused">
+        {notice}
+        <EarlierMessages slug={workspace.slug} />
+      </div>
+      <Composer
+        slug={slug}
+        audience={audience}
+        turnRunning={false}
+        sending={false}
+        loaded={false}
+        onSend={notOpen}
+        held={{ starting, onQueued: () => (starting || reopen.busy ? undefined : void start(watch.lastId)) }}
+      />
+    </div>
+  );
+
   if (reopen.busy || workspace.state === 'creating') {
     const reopening = reopen.busy || watch.op === 'start';
-    return (
-      <Centered>
-        <Notice
-          tone="wait"
-          title={engineer ? (reopening ? 'Reopening the workspace' : 'The workspace is starting') : 'Getting things ready'}
-        >
-          <p>
-            {engineer
-              ? 'Its sandbox and agent are coming up; the thread opens here as soon as it is running.'
-              : 'Waking up the agent. This takes a few seconds; the conversation opens by itself.'}
-            {reopen.busy ? <span className="muted"> {elapsed} s</span> : null}
-          </p>
-          {steps}
-          {watch.timedOut ? <p className="muted">This is taking longer than usual.</p> : null}
-        </Notice>
-      </Centered>
+    return held(
+      <Notice
+        tone="wait"
+        title={engineer ? (reopening ? 'Reopening the workspace' : 'The workspace is starting') : 'Getting things ready'}
+      >
+        <p>
+          {engineer
+            ? 'Its sandbox and agent are coming up; the thread opens here as soon as it is running.'
+            : 'Waking up the agent. This takes a few seconds; the conversation opens by itself.'}
+          {reopen.busy ? <span className="muted"> {elapsed} s</span> : null}
+        </p>
+        {steps}
+        {watch.timedOut ? <p className="muted">This is taking longer than usual.</p> : null}
+      </Notice>,
+      true,
     );
   }
 
   switch (workspace.state) {
     case 'stopped': {
       const failedBefore = reopen.error ?? (watch.failed && reopen.since !== null ? watch.failed : null);
-      return (
-        <div className="paused">
-          <Notice
-            tone={failedBefore ? 'error' : 'info'}
-            title={failedBefore ? (engineer ? 'The workspace could not be reopened' : 'The conversation could not be reopened') : engineer ? 'This workspace is stopped' : 'This conversation is paused'}
-            actions={
-              <button className="btn btn-primary" onClick={() => void start(watch.lastId)}>
-                {failedBefore ? 'Try again' : 'Reopen'}
-              </button>
-            }
-          >
-            {/* A reason is recorded only when it stopped on its own (a crash, a Docker restart): then "put to sleep" is not true. */}
-            {engineer ? (
-              <>
-                {workspace.failureReason ? <p>It stopped on its own: {workspace.failureReason}.</p> : null}
-                <p>Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.</p>
-              </>
-            ) : workspace.failureReason ? (
-              <>
-                <p>It stopped unexpectedly. Everything is kept: reopen it to carry on where you left off.</p>
-                <details className="fine-print">
-                  <summary>Details for whoever runs Grove</summary>
-                  <p>{workspace.failureReason}</p>
-                </details>
-              </>
-            ) : (
-              <p>It was put to sleep to save resources. Everything is kept: reopen it to carry on where you left off.</p>
-            )}
-            <ErrorText message={failedBefore} className="error-text" />
-            {failedBefore && reopen.since !== null ? steps : null}
-          </Notice>
-          <EarlierMessages slug={workspace.slug} />
-        </div>
+      return held(
+        <Notice
+          tone={failedBefore ? 'error' : 'info'}
+          title={failedBefore ? (engineer ? 'The workspace could not be reopened' : 'The conversation could not be reopened') : engineer ? 'This workspace is stopped' : 'This conversation is paused'}
+          actions={
+            <button className="btn btn-primary" onClick={() => void start(watch.lastId)}>
+              {failedBefore ? 'Try again' : 'Reopen'}
+            </button>
+          }
+        >
+          {/* A reason is recorded only when it stopped on its own (a crash, a Docker restart): then "put to sleep" is not true. */}
+          {engineer ? (
+            <>
+              {workspace.failureReason ? <p>It stopped on its own: {workspace.failureReason}.</p> : null}
+              <p>Stopped workspaces keep their files, thread and agent session. Reopening starts the sandbox again.</p>
+            </>
+          ) : workspace.failureReason ? (
+            <>
+              <p>It stopped unexpectedly. Everything is kept: write below, or reopen it, to carry on where you left off.</p>
+              <details className="fine-print">
+                <summary>Details for whoever runs Grove</summary>
+                <p>{workspace.failureReason}</p>
+              </details>
+            </>
+          ) : (
+            <p>It was put to sleep to save resources. Everything is kept: write below, or reopen it, to carry on where you left off.</p>
+          )}
+          <ErrorText message={failedBefore} className="error-text" />
+          {failedBefore && reopen.since !== null ? steps : null}
+        </Notice>,
+        false,
       );
     }
     case 'failed':
