@@ -18,6 +18,10 @@ describe('the disk line on the card', () => {
   it('reads "1.2 / 4 GiB" with nothing to say below 90%', () => {
     expect(diskLine({ usedBytes: 1.2 * GIB, totalBytes: 4 * GIB, usedInodes: 900, totalInodes: 200_000 })).toEqual({ level: 'ok', text: '1.2 / 4 GiB', advice: null });
     expect(diskLine({ usedBytes: 20 * MIB, totalBytes: 512 * MIB, usedInodes: 9, totalInodes: 20_000 }).text).toBe('20 / 512 MiB');
+    // A fresh checkout under a GiB quota: its MiB, not "0 / 3.9 GiB".
+    expect(diskLine({ usedBytes: 16 * MIB, totalBytes: 3.9 * GIB, usedInodes: 23, totalInodes: 200_000 }).text).toBe('16 MiB / 3.9 GiB');
+    expect(diskLine({ usedBytes: 0, totalBytes: 4 * GIB, usedInodes: 0, totalInodes: 200_000 }).text).toBe('0 MiB / 4 GiB');
+    expect(diskLine({ usedBytes: 0.1 * GIB, totalBytes: 4 * GIB, usedInodes: 9, totalInodes: 200_000 }).text).toBe('0.1 / 4 GiB');
   });
 
   it('warns from 90% of the bytes or of the files', () => {

@@ -27,9 +27,13 @@ export interface DiskLine {
   advice: string | null;
 }
 
-/** "1.2 / 4 GiB": the used figure in the total's unit when the total is in GiB, so the two read together. */
+/**
+ * "1.2 / 4 GiB": the used figure in the total's unit when the total is in GiB, so the two read together; under
+ * 0.1 GiB it keeps its own unit ("16 MiB / 4 GiB"), since "0 / 4 GiB" reads as an empty checkout.
+ */
 function bytesPair(used: number, total: number): string {
   if (total < GIB) return `${formatBytes(used).replace(/ MiB$/, '')} / ${formatBytes(total)}`;
+  if (used < 0.1 * GIB) return `${formatBytes(used)} / ${formatBytes(total)}`;
   const u = used / GIB;
   return `${u < 10 ? u.toFixed(1).replace(/\.0$/, '') : Math.round(u).toString()} / ${formatBytes(total)}`;
 }
