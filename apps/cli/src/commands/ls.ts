@@ -5,13 +5,14 @@ import type { CliContext } from '../context.ts';
 import { ago, prCell, table } from '../format.ts';
 
 function printList(ctx: CliContext, list: ListWorkspacesResponse): void {
-  const { running, creating, cap, queued } = list.capacity;
+  const { running, creating, cap, queued, warm } = list.capacity;
   const state = (w: Workspace) => (w.state === 'queued' && w.queuePosition !== null ? `queued (#${w.queuePosition})` : w.state);
   const now = Date.now();
   // "5m ago", as `grove resume` says it; --json keeps the exact time for scripts.
   const rows = [['SLUG', 'STATE', 'BRANCH', 'PR', 'LAST ACTIVITY'], ...list.workspaces.map((w) => [w.slug, state(w), w.branch, prCell(w.pullRequest), ago(w.lastActivityAt, now)])];
   ctx.out(list.workspaces.length ? table(rows) : 'No workspaces yet. Fork one: grove fork <project> <name>');
-  ctx.out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}`);
+  // The dashboard's meter in words, warm sandboxes (GROVE_WARM_POOL, ready for the next fork) included.
+  ctx.out(`\n${running} / ${cap} sandboxes running${creating ? ` (${creating} starting)` : ''}${queued ? `, ${queued} waiting in line` : ''}${warm ? `, ${warm} warm` : ''}`);
 }
 
 export const ls: CommandSpec<[], { json?: boolean; all?: boolean; project?: string }> = {
