@@ -16,7 +16,8 @@ describe('Terminal view', () => {
     await page.getByRole('button', { name: '+ New terminal' }).click();
     await page.locator('.terminal-host .xterm').waitFor();
     await page.getByText('press Escape then Tab').waitFor();
-    await page.locator('.terminal-host .xterm').click();
+    // The new terminal takes the keyboard: what is typed reaches its shell without a click, even before its socket
+    // has opened (the keys wait for it).
     await page.keyboard.type('echo "answer=$((6*7))"; id -un');
     await page.keyboard.press('Enter');
     // xterm's DOM renderer puts each row in .xterm-rows; the echo of the typed line holds no "answer=42".

@@ -20,6 +20,12 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
   const [ids, setIds] = useState<string[]>([]);
   const [current, setCurrent] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // A terminal the user just opened or picked takes the keyboard (seq: picking the same one again focuses it again).
+  const [focus, setFocus] = useState<{ id: string; seq: number } | null>(null);
+  const show = (id: string) => {
+    setCurrent(id);
+    setFocus((f) => ({ id, seq: (f?.seq ?? 0) + 1 }));
+  };
   const running = workspace.state === 'running';
 
   const refresh = useCallback(async () => {
@@ -46,7 +52,7 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
     try {
       const { id } = await api.openTerminal(slug, 80, 24);
       setIds((l) => [...l, id]);
-      setCurrent(id);
+      show(id);
       setError(null);
     } catch (e) {
       setError(messageOf(e));
@@ -76,7 +82,7 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
       <div className="terminal-tabs" role="group" aria-label="Terminals">
         {ids.map((id, i) => (
           <span key={id} className={`terminal-tab${id === current ? ' is-current' : ''}`}>
-            <button type="button" aria-pressed={id === current} onClick={() => setCurrent(id)}>
+            <button type="button" aria-pressed={id === current} onClick={() => show(id)}>
               Terminal {i + 1}
             </button>
             <button type="button" className="terminal-close" aria-label={`Close terminal ${i + 1}`} onClick={() => void close(id)}>
@@ -92,16 +98,30 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
       {error && <p className="terminal-error" role="alert">{error}</p>}
       {ids.length === 0 && <p className="terminal-empty">No terminal yet: open one with “+ New terminal”.</p>}
       {ids.map((id) => (
-        <TerminalScreen key={id} slug={slug} id={id} shown={visible && id === current} onEnded={() => void refresh()} />
+        <TerminalScreen key={id} slug={slug} id={id} shown={visible && id === current} focus={focus?.id === id ? focus.seq : 0} onEnded={() => void refresh()} />
       ))}
     </div>
   );
 }
 
+interface ScreenProps {
+  slug: string;
+  id: string;
+  shown: boolean;
+  /** Raised each time this terminal should take the keyboard; 0: never asked. */
+  focus: number;
+  onEnded: () => void;
+}
+
 /** One xterm attached to one terminal's socket; reconnects while the terminal exists. */
-function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string; shown: boolean; onEnded: () => void }) {
+function TerminalScreen({ slug, id, shown, focus, onEnded }: ScreenProps) {
   const host = useRef<HTMLDivElement>(null);
   const fitRef = useRef<(() => void) | null>(null);
+  const focusRef = useRef<(() => void) | null>(null);
+  // The newest focus asked for, and the last one given: a new terminal is asked before its xterm exists.
+  const wantedFocus = useRef(focus);
+  wantedFocus.current = focus;
+  const givenFocus = useRef(0);
   const [status, setStatus] = useState<string>('Connecting…');
 
   useEffect(() => {
@@ -120,6 +140,11 @@ function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string
       const fit = new FitAddon();
       term.loadAddon(fit);
       term.open(element);
+      focusRef.current = () => term.focus();
+      if (wantedFocus.current > givenFocus.current) {
+        givenFocus.current = wantedFocus.current;
+        term.focus();
+      }
       const sendResize = () => {
         if (socket?.readyState === WebSocket.OPEN) socket.send(JSON.stringify({ type: 'resize', cols: term.cols, rows: term.rows }));
       };
@@ -150,8 +175,12 @@ function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string
         return true;
       });
       const encoder = new TextEncoder();
+      // Keys typed before the socket opens (a new terminal takes the keyboard at once) wait for it, in order.
+      let early: Uint8Array[] = [];
       const input = term.onData((data) => {
-        if (socket?.readyState === WebSocket.OPEN) socket.send(encoder.encode(data));
+        const bytes = encoder.encode(data);
+        if (socket?.readyState === WebSocket.OPEN) socket.send(bytes);
+        else if (early.length < 256) early.push(bytes);
       });
 
       const connect = () => {
@@ -163,6 +192,8 @@ function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string
         ws.onopen = () => {
           setStatus('');
           doFit();
+          for (const bytes of early) ws.send(bytes);
+          early = [];
         };
         ws.onmessage = (ev: MessageEvent<ArrayBuffer | string>) => {
           // The first frame after (re)connecting is the scrollback: start from a clean screen.
@@ -203,12 +234,19 @@ function TerminalScreen({ slug, id, shown, onEnded }: { slug: string; id: string
       socket?.close();
       cleanup?.();
       fitRef.current = null;
+      focusRef.current = null;
     };
   }, [slug, id, onEnded]);
 
   useEffect(() => {
     if (shown) fitRef.current?.();
   }, [shown]);
+
+  useEffect(() => {
+    if (!shown || focus <= givenFocus.current || !focusRef.current) return;
+    givenFocus.current = focus;
+    focusRef.current();
+  }, [shown, focus]);
 
   return (
     <div className="terminal-screen" hidden={!shown} data-terminal={id}>
