@@ -1,7 +1,7 @@
 // The CLI's text helpers: tables, relative times, URLs, resume order.
 import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { ago, diffHeadline, diffStat, oneLine, prCell, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
+import { ago, diffHeadline, diffStat, oneLine, prCell, printable, quote, resumeCandidates, resumeTable, table, workspaceUrl } from './format.ts';
 
 const now = Date.parse('2026-01-10T12:00:00.000Z');
 function ws(slug: string, state: Workspace['state'], lastActivityAt: string | null, updatedAt = '2026-01-01T00:00:00.000Z'): Workspace {
@@ -22,6 +22,14 @@ describe('oneLine / quote / ago', () => {
     expect(oneLine('abcdefghij', 5)).toBe('abcd…');
     expect(quote({ who: 'agent', text: 'all green', at: '' }, 40)).toBe('agent: all green');
     expect(quote(null, 40)).toBe('-');
+  });
+  it("never passes an agent's escape sequences to the terminal", () => {
+    // OSC 52 (set the clipboard), a window title, a colour, a bell, a C1 CSI: printed as text, never acted on.
+    const hostile = 'ok\u001b]52;c;ZWNobyBwd25lZA==\u0007 \u001b]0;title\u001b\\ \u001b[31mred\u001b[0m\r\u009b2J';
+    const line = quote({ who: 'agent', text: hostile, at: '' }, 200);
+    expect([...line].filter((c) => c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f))).toEqual([]);
+    expect(line).toContain('red');
+    expect(printable('two\nlines\tkept\u001b[2J')).toBe('two\nlines\tkept [2J');
   });
   it('says how long ago', () => {
     expect(ago(null, now)).toBe('-');

@@ -7,9 +7,19 @@ export function table(rows: readonly (readonly string[])[]): string {
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n');
 }
 
+/**
+ * Text an agent wrote, made safe to print in a terminal: control characters (ESC and the sequences it starts, a bell,
+ * a carriage return; C1 too) become spaces, so a reply cannot set the clipboard, retitle the window or redraw the
+ * screen. Newlines and tabs stay unless `flat`.
+ */
+export function printable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- matching control characters is the point
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, ' ');
+}
+
 /** A cell on one line of at most `max` characters. */
 export function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
+  const flat = printable(text).replace(/\s+/g, ' ').trim();
   if (flat.length <= max) return flat;
   return max <= 1 ? flat.slice(0, max) : `${flat.slice(0, max - 1).trimEnd()}…`;
 }
@@ -71,7 +81,8 @@ export function diffHeadline(d: Pick<DiffResponse, 'branch' | 'defaultBranch' | 
 /** `grove diff --stat`: one row per file with its +/- counts ("bin" for a binary file), and the totals. */
 export function diffStat(files: DiffResponse['files']): string {
   if (!files.length) return 'No changes against the fork point.';
-  const rows = files.map((f) => [f.status, f.additions === null ? 'bin' : `+${f.additions}`, f.deletions === null ? '' : `-${f.deletions}`, f.from ? `${f.from} -> ${f.path}` : f.path]);
+  // Paths are the agent's to choose, control characters included.
+  const rows = files.map((f) => [f.status, f.additions === null ? 'bin' : `+${f.additions}`, f.deletions === null ? '' : `-${f.deletions}`, printable(f.from ? `${f.from} -> ${f.path}` : f.path)]);
   const add = files.reduce((n, f) => n + (f.additions ?? 0), 0);
   const del = files.reduce((n, f) => n + (f.deletions ?? 0), 0);
   return `${table(rows)}\n${files.length} ${files.length === 1 ? 'file' : 'files'}, +${add} -${del}`;

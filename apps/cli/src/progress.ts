@@ -84,6 +84,23 @@ export async function untilRunning(ctx: CliContext, slug: string): Promise<Works
   }
 }
 
+/**
+ * The workspace, running: started (with progress on stderr unless quiet) when it is stopped, waited for when it is
+ * starting. A torn-down or failed one is not found, with the way to its saved work.
+ */
+export async function openRunning(ctx: CliContext, slug: string, quiet: boolean): Promise<Workspace> {
+  const { workspace } = await ctx.api.getWorkspace({ params: { slug } });
+  if (workspace.state === 'gone' || workspace.state === 'failed') {
+    const why = workspace.state === 'gone' ? 'was torn down' : `failed to start${workspace.failureReason ? ` (${workspace.failureReason})` : ''}`;
+    throw new ApiError(404, 'workspace_not_found', `workspace "${slug}" ${why}; its branch ${workspace.branch} is kept. Saved work comes back with: grove restore ${slug} --name <new-name>`);
+  }
+  if (workspace.state === 'tearing-down') throw new ApiError(409, 'invalid_state', `workspace "${slug}" is being torn down`);
+  if (workspace.state === 'running') return workspace;
+  const after = await lastEventId(ctx, slug);
+  const task = workspace.state === 'creating' ? untilRunning(ctx, slug) : ctx.api.start({ params: { slug } }).then((r) => r.workspace);
+  return withProgress(ctx, task, { slug, after, quiet });
+}
+
 export function printWorkspace(ctx: CliContext, w: Workspace, json: boolean): void {
   ctx.out(json ? JSON.stringify(w) : `${w.slug}: ${w.state}${w.failureReason ? ` (${w.failureReason})` : ''}`);
 }

@@ -1,6 +1,6 @@
 // `grove diff`: what a workspace changed since it forked, as a patch git can apply, or as a stat.
 import type { CommandSpec } from '../command.ts';
-import { diffHeadline, diffStat } from '../format.ts';
+import { diffHeadline, diffStat, printable } from '../format.ts';
 
 export const diff: CommandSpec<[slug: string], { stat?: boolean; json?: boolean }> = {
   usage: 'diff <slug>',
@@ -19,7 +19,9 @@ export const diff: CommandSpec<[slug: string], { stat?: boolean; json?: boolean 
       return ctx.out(diffStat(d.files));
     }
     ctx.err(diffHeadline(d));
-    if (d.patch) ctx.stdout.write(d.patch.endsWith('\n') ? d.patch : `${d.patch}\n`);
+    // On a terminal the agent's bytes could be escape sequences it acts on; redirected, the patch stays byte for byte.
+    const patch = ctx.stdout.isTTY ? printable(d.patch) : d.patch;
+    if (patch) ctx.stdout.write(patch.endsWith('\n') ? patch : `${patch}\n`);
     if (d.truncated) ctx.err('grove: the patch was cut at 1 MiB; see the whole of it in the workspace');
   },
 };

@@ -1,27 +1,16 @@
 // `grove resume`: reopen a workspace and print its URL; without a slug, pick one (a picker in a terminal).
 import type { LastMessage } from '@grove/contracts';
-import { ApiError } from '../client.ts';
 import type { CommandSpec } from '../command.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT, Exit } from '../exit.ts';
 import { ago, quote, resumeCandidates, resumeTable, table, workspaceUrl } from '../format.ts';
 import { runPicker } from '../picker.ts';
-import { lastEventId, untilRunning, withProgress } from '../progress.ts';
+import { openRunning } from '../progress.ts';
 
 
 /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
 async function resumeOne(ctx: CliContext, slug: string, json: boolean): Promise<void> {
-  let { workspace } = await ctx.api.getWorkspace({ params: { slug } });
-  if (workspace.state === 'gone' || workspace.state === 'failed') {
-    const why = workspace.state === 'gone' ? 'was torn down' : `failed to start${workspace.failureReason ? ` (${workspace.failureReason})` : ''}`;
-    throw new ApiError(404, 'workspace_not_found', `workspace "${slug}" ${why}; its branch ${workspace.branch} is kept. Saved work comes back with: grove restore ${slug} --name <new-name>`);
-  }
-  if (workspace.state === 'tearing-down') throw new ApiError(409, 'invalid_state', `workspace "${slug}" is being torn down`);
-  if (workspace.state !== 'running') {
-    const after = await lastEventId(ctx, slug);
-    const task = workspace.state === 'creating' ? untilRunning(ctx, slug) : ctx.api.start({ params: { slug } }).then((r) => r.workspace);
-    workspace = await withProgress(ctx, task, { slug, after, quiet: json });
-  }
+  const workspace = await openRunning(ctx, slug, json);
   if (json) return ctx.out(JSON.stringify({ ...workspace, url: workspaceUrl(ctx.env.url, workspace) }));
   ctx.err(`${workspace.slug}: ${workspace.state}`);
   ctx.out(workspaceUrl(ctx.env.url, workspace));
