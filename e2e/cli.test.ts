@@ -140,6 +140,56 @@ describe('grove CLI', () => {
     expect((await grove('rm', 'demo~cli-m')).code).toBe(0);
   });
 
+  it('send hands a message over and prints the reply when the turn ends, reopening a stopped workspace; escapes never reach the terminal', async () => {
+    expect((await grove('fork', 'demo', 'cli-send')).code).toBe(0);
+    const hello = await grove('send', 'demo~cli-send', 'hello', 'from', 'the', 'cli');
+    expect(hello.code, hello.stderr).toBe(0);
+    expect(hello.stdout).toBe('Scripted agent here. You said: "hello from the cli". (turn 1)\n');
+    expect(hello.stderr).toContain('demo~cli-send: message sent (turn-1), waiting for the reply…');
+
+    // The scripted agent says back what it is sent: a reply holding a window-title and a clipboard sequence is
+    // printed with its control characters as spaces.
+    const hostile = await grove('send', 'demo~cli-send', 'x\u001b]0;pwned\u0007 \u001b]52;c;cHduZWQ=\u0007 \u001b[2J');
+    expect(hostile.code, hostile.stderr).toBe(0);
+    expect(hostile.stdout).toContain('pwned');
+    expect([...hostile.stdout].filter((c) => c !== '\n' && (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f)))).toEqual([]);
+
+    const failed = await grove('send', 'demo~cli-send', 'fail');
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('grove: the turn failed: Scripted failure');
+
+    // Stopped: send starts it first (with progress), and the agent picks up the same thread.
+    expect((await grove('stop', 'demo~cli-send')).code).toBe(0);
+    const reopened = await grove('send', 'demo~cli-send', 'hello again', '--json');
+    expect(reopened.code, reopened.stderr).toBe(0);
+    const answer = JSON.parse(reopened.stdout) as { turn: string; outcome: string; error: string | null; reply: LastMessage[] };
+    expect(answer).toMatchObject({ turn: 'turn-4', outcome: 'completed', error: null });
+    expect(answer.reply.map((m) => [m.who, m.text])).toEqual([['agent', 'Scripted agent here. You said: "hello again". (turn 4)']]);
+    expect(await stateOf('demo~cli-send')).toBe('running');
+
+    // --no-wait prints the turn at once; while that reply runs, another message is refused (exit 8), not queued.
+    const slow = await grove('send', 'demo~cli-send', 'sleep 4000', '--no-wait');
+    expect(slow.code).toBe(0);
+    expect(slow.stdout).toBe('turn-5\n');
+    const busy = await grove('send', 'demo~cli-send', 'are you there?');
+    expect(busy.code).toBe(8);
+    expect(busy.stderr).toContain('a turn is already running');
+
+    // "-" reads the message from stdin; bad input is refused before anything is sent.
+    await waitFor('the slow turn to end', async () => (await fx.s.api<{ events: unknown[] }>('GET', '/api/events?slug=demo~cli-send&type=turn.ended')).body.events.length === 5, 30_000);
+    const piped = await new Promise<Result>((resolve) => {
+      const child = execFile(process.execPath, [bin, 'send', 'demo~cli-send', '-'], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN } }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+      child.stdin?.end('from\nstdin\n');
+    });
+    expect(piped.code, piped.stderr).toBe(0);
+    expect(piped.stdout).toContain('You said: "from\nstdin". (turn 6)');
+    expect((await grove('send', 'demo~cli-send', ' ')).code).toBe(2);
+    expect((await grove('send', 'demo~nope', 'hi')).code).toBe(3);
+    expect((await grove('rm', 'demo~cli-send')).code).toBe(0);
+  }, 120_000);
+
   it('fork --pr falls back to the default branch with the reason recorded; keep-checkout sets and resets the per-workspace choice', async () => {
     expect((await grove('fork', 'demo', 'cli-x', '--from', 'main', '--pr', '7')).code).toBe(2);
     // The demo's remote has no refs/pull/7/head: the fork starts at the default branch and says why.
@@ -292,7 +342,7 @@ describe('grove CLI', () => {
   });
 
   it('has help with an example on every command', async () => {
-    for (const cmd of ['up', 'down', 'ls', 'fork', 'resume', 'restore', 'stop', 'start', 'rm', 'logs', 'project add', 'project overlay ls', 'project overlay set', 'project overlay rm', 'projects', 'checkpoint', 'diff', 'publish']) {
+    for (const cmd of ['up', 'down', 'ls', 'fork', 'send', 'resume', 'restore', 'stop', 'start', 'rm', 'logs', 'project add', 'project overlay ls', 'project overlay set', 'project overlay rm', 'projects', 'checkpoint', 'diff', 'publish']) {
       const help = await grove(...cmd.split(' '), '--help');
       expect(help.code).toBe(0);
       expect(help.stdout).toContain(`grove ${cmd}`);

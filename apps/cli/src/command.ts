@@ -12,8 +12,11 @@ export interface OptionSpec {
   default?: unknown;
 }
 
-export interface CommandSpec<A extends readonly (string | undefined)[] = readonly (string | undefined)[], O = Record<string, unknown>> {
-  /** The name and its arguments as help shows them: 'fork <project> <name>', 'resume [slug]'. */
+/** One argument as commander hands it over: a variadic last one (`<message...>`) is the list of its words. */
+type Arg = string | string[] | undefined;
+
+export interface CommandSpec<A extends readonly Arg[] = readonly Arg[], O = Record<string, unknown>> {
+  /** The name and its arguments as help shows them: 'fork <project> <name>', 'resume [slug]', 'send <slug> <message...>'. */
   usage: string;
   description: string;
   options?: readonly OptionSpec[];
@@ -56,6 +59,6 @@ export function register(parent: Command, table: readonly CliCommand[], ctx: Cli
       else cmd.option(o.flags, o.description, o.default as string | boolean | string[] | undefined);
     }
     if (c.help) cmd.addHelpText('after', c.help);
-    cmd.action(() => c.run(ctx, cmd.processedArgs as (string | undefined)[], cmd.opts()));
+    cmd.action(() => c.run(ctx, cmd.processedArgs as Arg[], cmd.opts()));
   }
 }

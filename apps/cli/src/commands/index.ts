@@ -17,6 +17,7 @@ import { publish } from './publish.ts';
 import { restore } from './restore.ts';
 import { resume } from './resume.ts';
 import { rm } from './rm.ts';
+import { send } from './send.ts';
 import { start } from './start.ts';
 import { stop } from './stop.ts';
 import { up } from './up.ts';
@@ -26,6 +27,7 @@ export const COMMANDS: readonly CliCommand[] = [
   down,
   ls,
   fork,
+  send,
   keepCheckout,
   resume,
   restore,
