@@ -64,8 +64,9 @@ export const TURN_ERROR_SHORT_MAX = 160;
 
 /** The first non-empty line of an error, cut to TURN_ERROR_SHORT_MAX characters (with an ellipsis when cut). */
 export function shortTurnError(message: string): string {
-  // Control characters (an agent's ANSI colours, a bell) become spaces: the text lands in badges and notifications.
-  const printable = (l: string): string => [...l].map((c) => (c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f ? ' ' : c)).join('');
+  // Control characters (an agent's ANSI colours, a bell, C1 ones too) become spaces: the text lands in badges,
+  // notifications and `grove logs`.
+  const printable = (l: string): string => [...l].map((c) => (c.charCodeAt(0) < 0x20 || (c.charCodeAt(0) >= 0x7f && c.charCodeAt(0) <= 0x9f) ? ' ' : c)).join('');
   const line =
     message
       .split(/\r?\n/)

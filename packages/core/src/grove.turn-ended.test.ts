@@ -92,6 +92,8 @@ describe('shortTurnError', () => {
   it('keeps the first non-empty line, without control characters, cut with an ellipsis', () => {
     expect(shortTurnError('\n\n  boom: it broke  \nstack…')).toBe('boom: it broke');
     expect(shortTurnError('a\u0007b\u001b[31mc')).toBe('a b [31mc');
+    // C1 controls too (U+009B is CSI to a terminal that reads 8-bit controls).
+    expect(shortTurnError('a\u009b2Jb\u0085c')).toBe('a 2Jb c');
     expect(shortTurnError('')).toBe('');
     expect([...shortTurnError('é'.repeat(1000))]).toHaveLength(TURN_ERROR_SHORT_MAX);
   });

@@ -47,6 +47,12 @@ describe('grove logs', () => {
     expect(c.out.map((l) => (JSON.parse(l) as GroveEvent).id)).toEqual([EVENT_PAGE - 1, EVENT_PAGE, EVENT_PAGE + 1, EVENT_PAGE + 2, EVENT_PAGE + 3]);
   });
 
+  it('prints no C1 control an agent put in event data (JSON escapes only C0 ones)', async () => {
+    const c = context([{ id: 1, slug: 'demo~a', type: 'turn.ended', at: '2026-01-01T00:00:00.000Z', data: { error: 'x\u009b2J\u001b[31m' } }]);
+    await logs.run(c.ctx, ['demo~a'], {});
+    expect(c.out).toEqual(['2026-01-01T00:00:00.000Z  turn.ended  {"error":"x 2J\\u001b[31m"}']);
+  });
+
   it('says on stderr when a workspace has no events yet, and prints nothing on stdout', async () => {
     const c = context(trail(3), ['demo~a', 'demo~other']);
     await logs.run(c.ctx, ['demo~other'], {});

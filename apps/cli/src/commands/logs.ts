@@ -3,6 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { GroveEvent } from '@grove/contracts';
 import { positiveInt, type CommandSpec } from '../command.ts';
+import { printable } from '../format.ts';
 import { POLL_MS, eventPages } from '../progress.ts';
 
 export const logs: CommandSpec<[slug: string], { json?: boolean; last?: number; follow?: boolean }> = {
@@ -15,7 +16,8 @@ export const logs: CommandSpec<[slug: string], { json?: boolean; last?: number; 
   ],
   help: '\nExamples:\n  grove logs demo~fix-login\n  grove logs demo~fix-login -n 20 -f\n  grove logs demo --json | jq -r .type',
   async run(ctx, [slug], o) {
-    const line = (e: GroveEvent) => (o.json ? JSON.stringify(e) : `${e.at}  ${e.type}  ${JSON.stringify(e.data)}`);
+    // JSON escapes C0 controls but not C1 ones (U+0080-U+009F), and event data can hold what an agent wrote.
+    const line = (e: GroveEvent) => (o.json ? JSON.stringify(e) : printable(`${e.at}  ${e.type}  ${JSON.stringify(e.data)}`));
     // Without --last each page is printed as it comes, so a long trail is never held whole.
     const newest: GroveEvent[] = [];
     let after = 0;
