@@ -107,8 +107,12 @@ describe('forking from a pull request, and keeping the checkout', () => {
     await page.goto(`${s.base}/workspaces`);
     await page.getByRole('button', { name: 'New workspace' }).first().click();
     const dialog = page.getByRole('dialog', { name: 'New workspace' });
-    await dialog.getByLabel('Name').fill('review');
+    // Leaving the empty name to look at the options is no mistake; pressing Create with it is.
     await dialog.getByRole('radio', { name: 'A pull request' }).check();
+    expect(await dialog.getByText('name must not be empty').count()).toBe(0);
+    await dialog.getByRole('button', { name: 'Create workspace' }).click();
+    await dialog.getByText('name must not be empty').waitFor();
+    await dialog.getByLabel('Name').fill('review');
 
     // Checked with the contracts schema before anything is sent: nothing is created.
     const number = dialog.getByLabel('Pull request number');

@@ -62,6 +62,7 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
   const [pullTouched, setPullTouched] = useState(false);
   const [keepCheckout, setKeepCheckout] = useState(false);
   const [message, setMessage] = useState('');
+  /** Create was pressed: from then on every problem shows, an empty name too. */
   const [touched, setTouched] = useState(false);
   const [serverNameError, setServerNameError] = useState<string | null>(null);
   const [submitError, setSubmitError] = useState<string | null>(null);
@@ -94,6 +95,8 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
   const pullError = pullRequest === null ? null : firstIssue(forkRequestSchema.shape.pullRequest.safeParse(pullRequest));
   // Said once there is something to judge (typed, left, or a Create tried), not as soon as the choice is made.
   const showPullError = (pullTouched || pullText.length > 0) && pullError !== null;
+  // What is typed is checked as it is typed; an empty name or number only once Create was pressed (leaving a field
+  // to look at the other options is not a mistake).
   const showNameError = (touched || name.length > 0) && nameError !== null;
   // Other workspaces' branches, offered as you type (any branch, commit or recovery ref can be typed).
   const bases = [
@@ -192,7 +195,6 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
               setName(e.target.value);
               setServerNameError(null);
             }}
-            onBlur={() => setTouched(true)}
             placeholder="e.g. fix-login"
             autoComplete="off"
             autoCapitalize="none"
@@ -261,7 +263,6 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
                   id={ids.pull}
                   value={pullText}
                   onChange={(e) => setPullText(e.target.value)}
-                  onBlur={() => setPullTouched(true)}
                   inputMode="numeric"
                   placeholder="42"
                   autoComplete="off"
@@ -291,7 +292,7 @@ export function ForkDialog({ projects, workspaces, full = false, onClose, onChan
             request is merged or closed
           </label>
           <p id={ids.keep} className="field-help">
-            Unchecked, the project’s setting decides; by default the sandbox and the checkout are cleaned up then (the branch is always kept). The workspace’s card can
+            Unchecked, the project’s setting decides; by default the sandbox and the checkout are cleaned up then (the branch is always kept). Its Changes panel can
             change this later.
           </p>
         </details>
