@@ -133,7 +133,7 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
 
   return (
     <div className="preview-view">
-      <div className="preview-bar">
+      <div className="view-bar">
         <label className="preview-port">
           Port{' '}
           <select

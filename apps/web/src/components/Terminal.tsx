@@ -79,7 +79,7 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
   return (
     <div className="terminal-view">
       {/* A group of toggle buttons, not a tablist: each terminal has a close button beside it, which a tablist may not hold. */}
-      <div className="terminal-tabs" role="group" aria-label="Terminals">
+      <div className="view-bar" role="group" aria-label="Terminals">
         {ids.map((id, i) => (
           <span key={id} className={`terminal-tab${id === current ? ' is-current' : ''}`}>
             <button type="button" aria-pressed={id === current} onClick={() => show(id)}>
