@@ -397,7 +397,7 @@ describe('dashboard', () => {
     await page.context().close();
   });
 
-  it('a message written to a stopped workspace at the cap stays queued beside the reason, and goes out once a slot frees', async () => {
+  it('a message written to a stopped workspace at the cap stays queued beside the reason, one written to a fork in line waits too; each goes out once a slot frees', async () => {
     // gamma stopped, epsilon in its slot: three of three run again.
     expect((await s.api('POST', '/api/workspaces/demo~gamma/stop')).status).toBe(200);
     expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'epsilon' })).status).toBe(201);
@@ -409,7 +409,7 @@ describe('dashboard', () => {
     await gamma.getByText(/All 3 sandboxes are in use/).waitFor();
 
     // Written anyway: the reopen it asks for is refused too, and the message waits, not lost.
-    const held = gamma.getByLabel('Write to reopen the workspace');
+    const held = gamma.getByLabel('Write to the agent (sent once it runs)');
     await held.fill('still there?');
     await held.press('Enter');
     const queued = gamma.getByRole('list', { name: 'Waiting to be sent' });
@@ -418,9 +418,22 @@ describe('dashboard', () => {
     await gamma.getByRole('button', { name: 'Try again' }).waitFor({ timeout: 30_000 });
     expect((await s.api<{ workspace: Workspace }>('GET', '/api/workspaces/demo~gamma')).body.workspace.state).toBe('stopped');
 
-    // A slot frees: Try again reopens it and the queued message goes out, once.
+    // A fork waiting in line: its tab says so (not a blank page) and takes a first message, sent once it runs.
+    expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'zeta', queue: true })).status).toBe(202);
+    await page.goto(`${s.base}/p/demo/w/zeta`);
+    const zeta = pane(page, 'zeta');
+    await zeta.getByText('Waiting in line for a sandbox (#1)').waitFor({ timeout: 30_000 });
+    await zeta.getByLabel('Write to the agent (sent once it runs)').fill('hello from the line');
+    await zeta.getByLabel('Write to the agent (sent once it runs)').press('Enter');
+    await zeta.getByRole('list', { name: 'Waiting to be sent' }).getByText('hello from the line').waitFor();
+    // epsilon's slot goes to the first in line.
     expect((await s.api('POST', '/api/workspaces/demo~epsilon/stop')).status).toBe(200);
-    await gamma.getByRole('button', { name: 'Try again' }).click();
+    await reply(zeta, 'You said: "hello from the line"').waitFor({ timeout: 60_000 });
+
+    // A slot frees again: showing gamma's tab (restored, not yet open in this page) reopens it, and the message
+    // queued there before the page changed (the tab's sessionStorage) goes out, once.
+    expect((await s.api('POST', '/api/workspaces/demo~zeta/stop')).status).toBe(200);
+    await tabLink(page, 'gamma').click();
     await reply(gamma, 'You said: "still there?"').waitFor({ timeout: 60_000 });
     expect(await gamma.locator('.msg-user', { hasText: 'still there?' }).count()).toBe(1);
     expect(await gamma.getByRole('list', { name: 'Waiting to be sent' }).count()).toBe(0);

@@ -225,7 +225,7 @@ export function Composer({ slug, audience, turnRunning, sending, loaded, onSend,
       <div className="composer-row">
         {/* Not "Message" while held: that label means "the thread is open" (and the e2e tests wait on it so). */}
         <label htmlFor={`composer-${slug}`} className="sr-only">
-          {held ? (audience === 'engineer' ? 'Write to reopen the workspace' : 'Write to carry on the conversation') : 'Message'}
+          {held ? (audience === 'engineer' ? 'Write to the agent (sent once it runs)' : 'Write to carry on the conversation') : 'Message'}
         </label>
         <textarea
           id={`composer-${slug}`}

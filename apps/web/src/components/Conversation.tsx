@@ -18,7 +18,7 @@ import { ThreadView, type Audience } from './ThreadView.tsx';
 import './Conversation.css';
 
 /** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
-const SETTLING = new Set(['creating', 'tearing-down']);
+const SETTLING = new Set(['queued', 'creating', 'tearing-down']);
 const SAFETY_RECHECK_MS = 30_000;
 
 /** The held composer queues everything (Composer's held mode); this only answers if it were ever asked to send. */
@@ -229,6 +229,18 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
   }
 
   switch (workspace.state) {
+    case 'queued':
+      // Forked (or reopened) at the cap with "wait in line": it starts by itself when a slot frees.
+      return held(
+        <Notice tone="wait" title={engineer ? `Waiting in line for a sandbox (#${workspace.queuePosition ?? '?'})` : 'Waiting for a free place'}>
+          <p>
+            {engineer
+              ? 'Every sandbox is in use. It starts by itself as soon as one frees; stopping another workspace frees one.'
+              : 'Everyone’s agents are busy right now. It starts by itself in a moment; the conversation opens then.'}
+          </p>
+        </Notice>,
+        true,
+      );
     case 'stopped': {
       const failedBefore = reopen.error ?? (watch.failed && reopen.since !== null ? watch.failed : null);
       return held(
