@@ -423,6 +423,11 @@ describe('dashboard', () => {
     await page.goto(`${s.base}/p/demo/w/zeta`);
     const zeta = pane(page, 'zeta');
     await zeta.getByText('Waiting in line for a sandbox (#1)').waitFor({ timeout: 30_000 });
+    // Its workbench views say so too, with no Reopen to press.
+    await zeta.getByRole('tab', { name: 'Terminal', exact: true }).click();
+    await zeta.getByText('The workspace is waiting in line for a sandbox; terminals run in its sandbox.', { exact: false }).waitFor();
+    expect(await zeta.getByRole('button', { name: 'Reopen' }).count()).toBe(0);
+    await zeta.getByRole('tab', { name: 'Conversation', exact: true }).click();
     await zeta.getByLabel('Write to the agent (sent once it runs)').fill('hello from the line');
     await zeta.getByLabel('Write to the agent (sent once it runs)').press('Enter');
     await zeta.getByRole('list', { name: 'Waiting to be sent' }).getByText('hello from the line').waitFor();

@@ -176,9 +176,7 @@ export function FilesView({ slug, workspace, visible, onChanged }: Props) {
 
   if (!running) {
     return (
-      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
-        The workspace is stopped; its files are read from its sandbox.
-      </StoppedView>
+      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged} lives="its files are read from its sandbox" />
     );
   }
 

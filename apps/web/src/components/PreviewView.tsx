@@ -116,11 +116,13 @@ export function PreviewView({ slug, workspace, visible, onChanged }: Props) {
 
   if (!running) {
     return (
-      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
-        {workspace.state === 'stopped'
-          ? 'The workspace is stopped; its preview shows here again, at the same address, once its dev server listens after Reopen.'
-          : `The workspace is ${workspace.state}; its preview shows here once it runs.`}
-      </StoppedView>
+      <StoppedView
+        slug={slug}
+        workspace={workspace}
+        onChanged={onChanged}
+        lives="its preview shows here once it runs"
+        whenStopped="The workspace is stopped; its preview shows here again, at the same address, once its dev server listens after Reopen."
+      />
     );
   }
 

@@ -70,9 +70,7 @@ export function TerminalView({ slug, workspace, visible, onChanged }: Props) {
 
   if (!running) {
     return (
-      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged}>
-        The workspace is stopped; terminals run in its sandbox.
-      </StoppedView>
+      <StoppedView slug={slug} workspace={workspace} onChanged={onChanged} lives="terminals run in its sandbox" />
     );
   }
 
