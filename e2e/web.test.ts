@@ -443,5 +443,19 @@ describe('dashboard', () => {
     expect(await gamma.locator('.msg-user', { hasText: 'still there?' }).count()).toBe(1);
     expect(await gamma.getByRole('list', { name: 'Waiting to be sent' }).count()).toBe(0);
     await page.context().close();
-  }, 120_000);
+
+    // The default conversation refused at the cap: its reader is told in plain words, not which workspaces to
+    // stop or tear down (that is for whoever runs Grove).
+    expect((await s.api('POST', '/api/workspaces/demo/stop')).status).toBe(200);
+    expect((await s.api('POST', '/api/workspaces', { project: 'demo', name: 'eta' })).status).toBe(201);
+    const reader = await signedIn(1280);
+    await reader.goto(`${s.base}/`);
+    await reader.getByText('This conversation is paused').waitFor({ timeout: 30_000 });
+    await reader.getByRole('button', { name: 'Reopen', exact: true }).click();
+    await reader.getByText('The conversation could not be reopened').waitFor({ timeout: 30_000 });
+    await reader.getByText(/^Every agent Grove can run is busy right now\./).waitFor();
+    const said = (await reader.locator('main').innerText()).toLowerCase();
+    for (const word of ['tear down', 'sandboxes', 'stop one']) expect(said, word).not.toContain(word);
+    await reader.context().close();
+  }, 150_000);
 });

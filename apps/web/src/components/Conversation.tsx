@@ -5,7 +5,7 @@ import Link from 'next/link';
 import { useCallback, useEffect, useState, type ReactNode } from 'react';
 import { parseSlug, type Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf, type ApiError } from '../lib/api.ts';
-import { capacityReason } from '../lib/capacity.ts';
+import { BUSY_FOR_EVERYONE, capacityReason } from '../lib/capacity.ts';
 import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
@@ -45,9 +45,10 @@ interface Reopen {
   error: string | null;
 }
 
-/** Why a start was refused, with the way out when the cap is the reason. */
-async function explainStartError(e: unknown): Promise<string> {
+/** Why a start was refused, with the way out when the cap is the reason (for engineers: which workspaces to stop). */
+async function explainStartError(e: unknown, audience: Audience): Promise<string> {
   if (!isApiError(e) || e.code !== 'capacity_reached') return messageOf(e);
+  if (audience !== 'engineer') return BUSY_FOR_EVERYONE;
   const running = typeof e.body.running === 'number' ? e.body.running : 0;
   const cap = typeof e.body.cap === 'number' ? e.body.cap : running;
   try {
@@ -112,12 +113,12 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
         show(w);
         setReopen((r) => ({ ...r, busy: false }));
       } catch (e) {
-        const message = await explainStartError(e);
+        const message = await explainStartError(e, audience);
         setReopen((r) => ({ ...r, busy: false, error: message }));
         void refresh();
       }
     },
-    [slug, show, refresh, workspace, onWorkspace],
+    [slug, audience, show, refresh, workspace, onWorkspace],
   );
 
   // "Open and start if stopped" (the URL, a new tab, /resume): done once the trail is read, so the

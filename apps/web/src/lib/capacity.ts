@@ -19,6 +19,12 @@ export function capacityReason(c: Pick<Capacity, 'running' | 'cap'> & { creating
   return `All ${c.cap} sandboxes are in use (${c.running} running${starting}). ${way}`;
 }
 
+/**
+ * The same refusal for the default conversation's reader, who never runs workspaces and is not the one to stop
+ * them: no sandboxes, no tear down, and what they can do.
+ */
+export const BUSY_FOR_EVERYONE = 'Every agent Grove can run is busy right now. Try again in a few minutes; if it keeps happening, tell whoever runs Grove.';
+
 /** Sort for the cards: the default workspace first, then the most recently active. */
 export function byActivity(a: Workspace, b: Workspace): number {
   if (a.isDefault !== b.isDefault) return a.isDefault ? -1 : 1;
