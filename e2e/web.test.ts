@@ -457,5 +457,23 @@ describe('dashboard', () => {
     const said = (await reader.locator('main').innerText()).toLowerCase();
     for (const word of ['tear down', 'sandboxes', 'stop one']) expect(said, word).not.toContain(word);
     await reader.context().close();
-  }, 150_000);
+
+    // A message waiting for a workspace that is then torn down is shown as not sent, once: a later workspace of
+    // the same name never sends it.
+    const last = await signedIn(1280);
+    await last.goto(`${s.base}/p/demo/w/zeta`);
+    const z = pane(last, 'zeta');
+    await z.getByText('The workspace could not be reopened').waitFor({ timeout: 30_000 });
+    await z.getByLabel('Write to the agent (sent once it runs)').fill('lost in teardown?');
+    await z.getByLabel('Write to the agent (sent once it runs)').press('Enter');
+    await z.getByRole('list', { name: 'Waiting to be sent' }).getByText('lost in teardown?').waitFor();
+    await z.getByRole('button', { name: 'Try again' }).waitFor({ timeout: 30_000 });
+    expect((await s.api('DELETE', '/api/workspaces/demo~zeta')).status).toBe(200);
+    await z.getByText('This workspace was torn down').waitFor({ timeout: 30_000 });
+    await z.getByRole('region', { name: 'Not sent' }).getByText('lost in teardown?').waitFor();
+    await last.reload();
+    await z.getByText('This workspace was torn down').waitFor({ timeout: 30_000 });
+    expect(await z.getByRole('region', { name: 'Not sent' }).count()).toBe(0);
+    await last.context().close();
+  }, 180_000);
 });

@@ -257,3 +257,28 @@ export function Composer({ slug, audience, turnRunning, sending, loaded, onSend,
     </form>
   );
 }
+
+/**
+ * Messages that were waiting in this tab for a conversation that can no longer open (it failed, or was torn down):
+ * shown once so they can be copied, and taken out of storage, so a later workspace of the same name never sends them.
+ */
+export function UnsentMessages({ slug }: { slug: string }) {
+  const [texts, setTexts] = useState<string[]>([]);
+  useEffect(() => {
+    const saved = readQueue(window.sessionStorage.getItem(queueKey(slug)));
+    window.sessionStorage.removeItem(queueKey(slug));
+    if (saved.length > 0) setTexts(saved);
+  }, [slug]);
+  if (texts.length === 0) return null;
+  return (
+    <section className="unsent" aria-label="Not sent">
+      <p className="unsent-title">{texts.length === 1 ? 'This message was waiting and was not sent:' : 'These messages were waiting and were not sent:'}</p>
+      <ul>
+        {texts.map((t, i) => (
+          <li key={i}>{t}</li>
+        ))}
+      </ul>
+    </section>
+  );
+}
+

@@ -10,7 +10,7 @@ import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
-import { Composer } from './Composer.tsx';
+import { Composer, UnsentMessages } from './Composer.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { EarlierMessages } from './EarlierMessages.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
@@ -300,10 +300,12 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
               <>
                 <p>{workspace.failureReason ?? 'No reason was recorded.'}</p>
                 <p className="muted">A failed workspace cannot be reopened: tear it down (its branch {workspace.branch} is kept) and fork again.</p>
+                <UnsentMessages slug={slug} />
               </>
             ) : (
               <>
                 <p>The assistant could not be started. Please tell whoever runs Grove for this project.</p>
+                <UnsentMessages slug={slug} />
                 {workspace.failureReason ? (
                   <details className="fine-print">
                     <summary>Details for whoever runs Grove</summary>
@@ -331,6 +333,7 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
             }
           >
             <p>{engineer ? `Its branch ${workspace.branch} is kept.` : 'Its history is archived.'}</p>
+            <UnsentMessages slug={slug} />
             <p>
               <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>
             </p>
