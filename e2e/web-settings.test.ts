@@ -168,4 +168,24 @@ describe('Project settings', () => {
     expect(await phone.evaluate('document.documentElement.scrollWidth')).toBeLessThanOrEqual(390);
     await phone.context().close();
   }, 120_000);
+
+  it("the default conversation's picker offers the projects' conversations in plain words, and opens one there", async () => {
+    const page = await signedIn(browser, fx.s.base);
+    await page.goto(`${fx.s.base}/`);
+    await page.getByText('Your conversation with the project’s agent').waitFor();
+    await page.keyboard.press('Control+k');
+    const picker = page.getByRole('dialog', { name: 'Open a conversation' });
+    await picker.getByRole('option', { name: /^demo/ }).waitFor();
+    // Conversations only: zeta's feat is an engineer's workspace, and zeta (added through the API) has no default
+    // conversation of its own.
+    expect(await picker.getByRole('option').count()).toBe(1);
+    const words = (await picker.innerText()).toLowerCase();
+    for (const word of ['branch', 'workspace', 'default', 'running', 'stopped']) expect(words, word).not.toContain(word);
+
+    await picker.getByRole('option', { name: /^demo/ }).click();
+    await page.waitForURL('**/?project=demo');
+    await page.getByRole('heading', { level: 1, name: 'demo', exact: true }).waitFor();
+    await page.getByLabel('Message').waitFor({ timeout: 60_000 });
+    await page.context().close();
+  }, 120_000);
 });

@@ -1,6 +1,12 @@
-// `/`: the project's default conversation, for everyone.
+// `/`: the project's default conversation, for everyone (`/?project=<name>`: that project's).
+import { Suspense } from 'react';
 import { Landing } from '../components/Landing.tsx';
 
 export default function Home() {
-  return <Landing />;
+  // Landing reads the query string, which a prerendered page only knows in the browser.
+  return (
+    <Suspense>
+      <Landing />
+    </Suspense>
+  );
 }

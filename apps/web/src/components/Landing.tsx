@@ -2,6 +2,7 @@
 'use client';
 
 import Link from 'next/link';
+import { useSearchParams } from 'next/navigation';
 import { useCallback, useEffect, useState } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
@@ -15,24 +16,29 @@ const RECHECK_MS = 15_000;
 
 type Found = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'none' } | { kind: 'found'; workspace: Workspace };
 
-/** The default workspace to land in: the first project's, by name, so the choice is stable across reloads. */
-function pickDefault(workspaces: Workspace[]): Workspace | undefined {
-  return workspaces.filter((w) => w.isDefault).sort((a, b) => a.project.localeCompare(b.project))[0];
+/**
+ * The default workspace to land in: the asked project's (`/?project=`, from the conversation picker), else the first
+ * project's by name, so the choice is stable across reloads.
+ */
+function pickDefault(workspaces: Workspace[], wanted: string | null): Workspace | undefined {
+  const defaults = workspaces.filter((w) => w.isDefault).sort((a, b) => a.project.localeCompare(b.project));
+  return defaults.find((w) => w.project === wanted) ?? defaults[0];
 }
 
 export function Landing() {
   const [found, setFound] = useState<Found>({ kind: 'loading' });
+  const wanted = useSearchParams().get('project');
 
   const look = useCallback(async () => {
     try {
       const { workspaces } = await api.listWorkspaces();
-      const w = pickDefault(workspaces);
+      const w = pickDefault(workspaces, wanted);
       setFound(w ? { kind: 'found', workspace: w } : { kind: 'none' });
     } catch (e) {
       if (isApiError(e) && e.status === 401) setFound({ kind: 'signin' });
       else setFound({ kind: 'error', message: messageOf(e) });
     }
-  }, []);
+  }, [wanted]);
 
   useEffect(() => {
     void look();
@@ -81,7 +87,7 @@ export function Landing() {
           </Notice>
         </div>
       ) : (
-        <Conversation slug={found.workspace.slug} audience="everyone" />
+        <Conversation key={found.workspace.slug} slug={found.workspace.slug} audience="everyone" />
       )}
     </Shell>
   );

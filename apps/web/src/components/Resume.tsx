@@ -7,12 +7,13 @@ import { usePathname, useRouter } from 'next/navigation';
 import { createContext, useCallback, useContext, useEffect, useId, useMemo, useRef, useState, type KeyboardEvent, type ReactNode } from 'react';
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
-import { workspaceHref } from '../lib/capacity.ts';
+import { conversationHref, workspaceHref } from '../lib/capacity.ts';
 import { matchesQuery, quoteLine, quoteOf, resumeCandidates, type Quote } from '../lib/resume.ts';
 import { requestStart } from '../lib/start-intents.ts';
 import { routeOf } from '../lib/tabs.ts';
 import { relativeTime } from '../lib/time.ts';
 import { Modal } from './Dialog.tsx';
+import type { Audience } from './ThreadView.tsx';
 import { Spinner, StateBadge } from './ui.tsx';
 import './Resume.css';
 
@@ -55,21 +56,24 @@ export function ResumeProvider({ children }: { children: ReactNode }) {
     return () => window.removeEventListener('keydown', onKey);
   }, []);
 
+  // On `/`, the default conversation, the reader is not an engineer: the picker offers the projects' conversations
+  // and opens them there, never a workspace with its branch.
+  const audience: Audience = pathname === '/' ? 'everyone' : 'engineer';
   const choose = useCallback(
     (w: Workspace) => {
       setTarget(null);
       // Whichever conversation shows it (an open tab, or the one the URL is about to mount) starts it.
       if (w.state === 'stopped') requestStart(w.slug);
-      router.push(workspaceHref(w));
+      router.push(audience === 'everyone' ? conversationHref(w.project) : workspaceHref(w));
     },
-    [router],
+    [router, audience],
   );
 
   const value = useMemo(() => ({ open }), [open]);
   return (
     <ResumeContext.Provider value={value}>
       {children}
-      {target ? <ResumePicker project={target.project} onChoose={choose} onClose={() => setTarget(null)} /> : null}
+      {target ? <ResumePicker project={audience === 'everyone' ? null : target.project} audience={audience} onChoose={choose} onClose={() => setTarget(null)} /> : null}
     </ResumeContext.Provider>
   );
 }
@@ -98,7 +102,41 @@ export function ResumeButton() {
 type Load = { kind: 'loading' } | { kind: 'error'; message: string } | { kind: 'ready'; list: Workspace[] };
 type Last = Record<string, Quote | null>;
 
-function ResumePicker({ project, onChoose, onClose }: { project: string | null; onChoose: (w: Workspace) => void; onClose: () => void }) {
+/** The picker's words for each reader: workspaces for engineers, conversations (one per project) for everyone else. */
+const WORDS = {
+  engineer: {
+    title: 'Resume a workspace',
+    lead: (scope: string) => `Most recent first, ${scope}. A stopped workspace starts again when you choose it.`,
+    find: 'Find a workspace',
+    placeholder: 'Type to filter by name or branch',
+    loading: 'Loading workspaces…',
+    failed: 'The workspaces could not be loaded',
+    none: (scope: string) => `There are no workspaces ${scope} yet.`,
+    list: 'Workspaces, most recent first',
+    stopped: 'Stopped: its files and conversation are kept; choosing it starts it again.',
+  },
+  everyone: {
+    title: 'Open a conversation',
+    lead: () => 'One conversation per project, most recent first. A paused one opens again when you choose it.',
+    find: 'Find a conversation',
+    placeholder: 'Type to filter by project',
+    loading: 'Loading conversations…',
+    failed: 'The conversations could not be loaded',
+    none: () => 'There are no conversations yet.',
+    list: 'Conversations, most recent first',
+    stopped: 'Paused: everything is kept; choosing it opens it again.',
+  },
+} as const;
+
+interface PickerProps {
+  project: string | null;
+  audience: Audience;
+  onChoose: (w: Workspace) => void;
+  onClose: () => void;
+}
+
+function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
+  const words = WORDS[audience];
   const [load, setLoad] = useState<Load>({ kind: 'loading' });
   const [last, setLast] = useState<Last>({});
   const [query, setQuery] = useState('');
@@ -109,7 +147,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
     setLoad({ kind: 'loading' });
     try {
       const { workspaces } = await api.listWorkspaces();
-      const list = resumeCandidates(workspaces, project);
+      const list = resumeCandidates(workspaces, project).filter((w) => audience === 'engineer' || w.isDefault);
       setLoad({ kind: 'ready', list });
       // Read on the host from the thread file, so stopped workspaces are quoted too.
       await Promise.all(
@@ -125,7 +163,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
     } catch (e) {
       setLoad({ kind: 'error', message: isApiError(e) && e.status === 401 ? 'Open Grove with your access link first.' : messageOf(e) });
     }
-  }, [project]);
+  }, [project, audience]);
 
   useEffect(() => {
     void read();
@@ -168,22 +206,22 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
   // The project is named on each row only when the rows come from more than one.
   const manyProjects = load.kind === 'ready' && new Set(load.list.map((w) => w.project)).size > 1;
   return (
-    <Modal title="Resume a workspace" onClose={onClose}>
+    <Modal title={words.title} onClose={onClose}>
       <p className="dialog-lead" id={ids.help}>
-        Most recent first, {scope}. A stopped workspace starts again when you choose it.
+        {words.lead(scope)}
       </p>
       <input
         className="picker-input"
         type="text"
         role="combobox"
-        aria-label="Find a workspace"
+        aria-label={words.find}
         aria-expanded={listShown}
         // Only while the list is rendered: an id that names nothing is an invalid reference.
         aria-controls={listShown ? ids.list : undefined}
         aria-autocomplete="list"
         aria-activedescendant={activeSlug ? optionId(activeSlug) : undefined}
         aria-describedby={ids.help}
-        placeholder="Type to filter by name or branch"
+        placeholder={words.placeholder}
         value={query}
         onChange={(e) => {
           setQuery(e.target.value);
@@ -196,21 +234,23 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
       />
       {load.kind === 'loading' ? (
         <p className="picker-state" role="status">
-          <Spinner /> Loading workspaces…
+          <Spinner /> {words.loading}
         </p>
       ) : load.kind === 'error' ? (
         <div className="picker-state" role="alert">
-          <p>The workspaces could not be loaded: {load.message}</p>
+          <p>
+            {words.failed}: {load.message}
+          </p>
           <button type="button" className="btn btn-small" onClick={() => void read()}>
             Try again
           </button>
         </div>
       ) : shown.length === 0 ? (
         <p className="picker-state" role="status">
-          {load.list.length === 0 ? `There are no workspaces ${scope} yet.` : `Nothing matches “${query}”.`}
+          {load.list.length === 0 ? words.none(scope) : `Nothing matches “${query}”.`}
         </p>
       ) : (
-        <ul className="picker-list" role="listbox" id={ids.list} aria-label="Workspaces, most recent first">
+        <ul className="picker-list" role="listbox" id={ids.list} aria-label={words.list}>
           {shown.map((w, i) => {
             const when = w.lastActivityAt ?? w.updatedAt;
             const quote = last[w.slug];
@@ -229,10 +269,10 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
                 <span className="picker-row">
                   <span className="picker-name">
                     {w.isDefault ? w.project : w.name}
-                    {w.isDefault ? <span className="card-tag">default</span> : null}
+                    {w.isDefault && audience === 'engineer' ? <span className="card-tag">default</span> : null}
                     {manyProjects && !w.isDefault ? <span className="muted"> · {w.project}</span> : null}
                   </span>
-                  <StateBadge state={w.state} />
+                  <StateBadge state={w.state} audience={audience} />
                   <time className="picker-time" dateTime={when}>
                     {relativeTime(when)}
                   </time>
@@ -241,7 +281,7 @@ function ResumePicker({ project, onChoose, onClose }: { project: string | null; 
                   {quote
                     ? quoteLine(quote)
                     : w.state === 'stopped'
-                      ? 'Stopped: its files and conversation are kept; choosing it starts it again.'
+                      ? words.stopped
                       : w.state === 'failed'
                         ? (w.failureReason ?? 'Failed to start.')
                         : w.state === 'creating'

@@ -81,11 +81,14 @@ const STATE_LABEL: Record<WorkspaceState, string> = {
   failed: 'Failed',
 };
 
-export function StateBadge({ state }: { state: WorkspaceState }) {
+/** The default conversation's reader meets a conversation that is open or paused, not a running or stopped sandbox. */
+const EVERYONE_LABEL: Partial<Record<WorkspaceState, string>> = { running: 'Open', stopped: 'Paused', creating: 'Opening', queued: 'Waiting' };
+
+export function StateBadge({ state, audience = 'engineer' }: { state: WorkspaceState; audience?: 'engineer' | 'everyone' }) {
   return (
     <span className={`badge badge-${state}`}>
       <span className="badge-dot" aria-hidden="true" />
-      {STATE_LABEL[state]}
+      {(audience === 'everyone' ? EVERYONE_LABEL[state] : undefined) ?? STATE_LABEL[state]}
     </span>
   );
 }

@@ -33,6 +33,11 @@ export function byActivity(a: Workspace, b: Workspace): number {
   return (Number.isNaN(tb) ? 0 : tb) - (Number.isNaN(ta) ? 0 : ta);
 }
 
+/** A project's default conversation as everyone sees it (`/` opens the first project's). */
+export function conversationHref(project: string): string {
+  return `/?project=${encodeURIComponent(project)}`;
+}
+
 export function workspaceHref(w: Pick<Workspace, 'project' | 'name'>): string {
   return `/p/${encodeURIComponent(w.project)}/w/${encodeURIComponent(w.name)}`;
 }
