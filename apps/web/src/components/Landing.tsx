@@ -92,3 +92,14 @@ export function Landing() {
     </Shell>
   );
 }
+
+/** What `/` shows before the browser has read its address (the prerendered page): the same "Opening…". */
+export function LandingOpening() {
+  return (
+    <Shell title="Welcome" fill>
+      <div className="centered">
+        <Notice tone="wait" title="Opening…" />
+      </div>
+    </Shell>
+  );
+}
