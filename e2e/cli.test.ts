@@ -373,6 +373,7 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     const added = await grove('project', 'add', 'app', `file://${upstream}`);
     expect(added.code, added.stderr).toBe(0);
     expect(added.stdout.trim()).toBe('project app added (default branch main)');
+    expect(added.stderr).toContain('grove send app "<message>"');
     const again = await grove('project', 'add', 'app', `file://${upstream}`);
     expect(again.code).toBe(8);
     expect(again.stderr).toMatch(/app/);
@@ -465,5 +466,17 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     expect(rejected.stderr).toMatch(/pushing grove\/feat failed/);
     expect(git(upstream, 'rev-parse', 'refs/heads/grove/feat')).toBe(theirs);
     expect((await grove('rm', 'app~feat')).code).toBe(0);
+
+    // The project's conversation begins with its first message: its default workspace, started (with progress) and
+    // answering, on the project's own branch; an unknown project is not found.
+    expect((await fx.s.api('GET', '/api/workspaces/app')).status).toBe(404);
+    const first = await grove('send', 'app', 'hello, app');
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toBe('Scripted agent here. You said: "hello, app". (turn 1)\n');
+    expect(first.stderr).toContain('app: ready');
+    expect((await fx.s.api<{ workspace: Workspace }>('GET', '/api/workspaces/app')).body.workspace).toMatchObject({ isDefault: true, state: 'running', branch: 'grove/default' });
+    expect((await grove('send', 'app', 'and again')).stdout).toContain('(turn 2)');
+    expect((await grove('send', 'nope', 'hi')).code).toBe(3);
+    expect((await grove('rm', 'app')).code).toBe(0);
   }, 180_000); // about 25 CLI runs, each a tsx start (~1 s of CPU): 35-42 s alone, over the 60 s default on a loaded 2-core machine
 });

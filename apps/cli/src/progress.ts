@@ -84,20 +84,47 @@ export async function untilRunning(ctx: CliContext, slug: string): Promise<Works
   }
 }
 
+export interface OpenOptions {
+  /** Nothing on stderr (--json). */
+  quiet: boolean;
+  /**
+   * `slug` is a project's name and its default workspace is not there (never begun, torn down, failed): begin one
+   * (`grove send`'s first message to a project added with `grove project add`).
+   */
+  begin?: boolean;
+}
+
+/** The workspace as it stands, or null where `begin` may make it: a project's default that is not live. */
+async function current(ctx: CliContext, slug: string, begin: boolean): Promise<Workspace | null> {
+  const beginsHere = begin && !slug.includes('~');
+  try {
+    const { workspace } = await ctx.api.getWorkspace({ params: { slug } });
+    return beginsHere && (workspace.state === 'gone' || workspace.state === 'failed') ? null : workspace;
+  } catch (e) {
+    if (beginsHere && e instanceof ApiError && e.code === 'workspace_not_found') return null;
+    throw e;
+  }
+}
+
 /**
  * The workspace, running: started (with progress on stderr unless quiet) when it is stopped, waited for when it is
- * starting. A torn-down or failed one is not found, with the way to its saved work.
+ * starting or in line; with `begin`, a project's default begun first. Otherwise a torn-down or failed one is not
+ * found, with the way to its saved work.
  */
-export async function openRunning(ctx: CliContext, slug: string, quiet: boolean): Promise<Workspace> {
-  const { workspace } = await ctx.api.getWorkspace({ params: { slug } });
+export async function openRunning(ctx: CliContext, slug: string, { quiet, begin = false }: OpenOptions): Promise<Workspace> {
+  const found = await current(ctx, slug, begin);
+  if (found?.state === 'running') return found;
+  // Read before anything is asked of the server, so the progress shows every phase of this start.
+  const after = await lastEventId(ctx, slug);
+  const workspace = found ?? (await ctx.api.ensureDefault({ params: { project: slug } })).workspace;
   if (workspace.state === 'gone' || workspace.state === 'failed') {
     const why = workspace.state === 'gone' ? 'was torn down' : `failed to start${workspace.failureReason ? ` (${workspace.failureReason})` : ''}`;
     throw new ApiError(404, 'workspace_not_found', `workspace "${slug}" ${why}; its branch ${workspace.branch} is kept. Saved work comes back with: grove restore ${slug} --name <new-name>`);
   }
   if (workspace.state === 'tearing-down') throw new ApiError(409, 'invalid_state', `workspace "${slug}" is being torn down`);
   if (workspace.state === 'running') return workspace;
-  const after = await lastEventId(ctx, slug);
-  const task = workspace.state === 'creating' ? untilRunning(ctx, slug) : ctx.api.start({ params: { slug } }).then((r) => r.workspace);
+  const starting = workspace.state === 'creating' || workspace.state === 'queued';
+  const task = starting ? untilRunning(ctx, slug) : ctx.api.start({ params: { slug } }).then((r) => r.workspace);
   return withProgress(ctx, task, { slug, after, quiet });
 }
 

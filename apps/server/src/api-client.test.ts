@@ -20,6 +20,7 @@ const answers: Partial<Record<keyof Grove, (...args: never[]) => unknown>> = {
   get: (slug: string) => workspace(slug, 'running'),
   start: (slug: string, o: { queue: boolean }) => workspace(slug, o.queue ? 'queued' : 'running'),
   fork: (req: { project: string; name: string }) => workspace(`${req.project}~${req.name}`, 'creating'),
+  ensureDefault: (project: string) => ({ workspace: workspace(project, project === 'busy' ? 'queued' : 'creating'), created: project !== 'demo' }),
   // Not what the table promises: the server must refuse to send it.
   listProjects: () => [{ name: 'demo' }],
 };
@@ -42,6 +43,7 @@ const slug = 'demo~x';
 const policy = { rules: [{ host: 'example.com', ports: [443] }] };
 const cases: Omit<Case, 'health' | 'getWorkspace' | 'start' | 'listProjects' | 'previewUrl'> = {
   addProject: { call: () => client.addProject({ body: { name: 'app', source: '/srv/app' } }), grove: 'addProject', args: [{ name: 'app', source: '/srv/app', createDefault: false, failIfExists: true }] },
+  ensureDefault: { call: () => client.ensureDefault({ params: { project: 'demo' } }), grove: 'ensureDefault', args: ['demo'] },
   projectConfig: { call: () => client.projectConfig({ params: { project: 'demo' } }), grove: 'projectConfig', args: ['demo'] },
   setProjectConfig: { call: () => client.setProjectConfig({ params: { project: 'demo' }, body: { allowedPaths: ['src/'] } }), grove: 'setProjectConfig', args: ['demo', { allowedPaths: ['src/'] }] },
   patchProjectConfig: { call: () => client.patchProjectConfig({ params: { project: 'demo' }, body: { forge: null } }), grove: 'patchProjectConfig', args: ['demo', { forge: null }] },
@@ -93,6 +95,10 @@ describe('server routes and @grove/client, from one table', () => {
     expect((await client.getWorkspace({ params: { slug: 'demo' } })).workspace.state).toBe('running');
     expect(await client.start({ params: { slug: 'demo~q' }, body: { queue: true } })).toMatchObject({ position: 3, events: '/api/events?slug=demo~q' });
     expect(await client.fork({ body: { project: 'demo', name: 'bg' }, query: { wait: '0' } })).toMatchObject({ workspace: { slug: 'demo~bg', state: 'creating' }, events: '/api/events?slug=demo~bg' });
+    // A project's default: the live one (200), one begun now (202), or in line at the cap (202 with its place).
+    expect(await client.ensureDefault({ params: { project: 'demo' } })).toEqual({ workspace: workspace('demo', 'creating') });
+    expect(await client.ensureDefault({ params: { project: 'app' } })).toEqual({ workspace: workspace('app', 'creating'), events: '/api/events?slug=app' });
+    expect(await client.ensureDefault({ params: { project: 'busy' } })).toMatchObject({ position: 3, workspace: { slug: 'busy', state: 'queued' } });
     // The preview address is built for a workspace that exists (looked up first) and the request's own Host.
     calls.length = 0;
     expect(await client.previewUrl({ params: { slug, port: 4173 } })).toEqual({ port: 4173, url: 'http://preview.test/pv/cap/demo~x/4173/?host=grove.test' });

@@ -47,8 +47,16 @@ export function createApi(opts: ApiOptions): Hono {
   });
 
   route(endpoints.listProjects, async () => ({ projects: await grove.listProjects() }));
-  // A project from a repository: cloned bare under GROVE_HOME (hardened; docs/git-flow.md). No workspace is started.
+  // A project from a repository: cloned bare under GROVE_HOME (hardened; docs/git-flow.md). No workspace is started:
+  // its default begins with its first message (ensureDefault below).
   route(endpoints.addProject, async ({ body }) => ({ project: await grove.addProject({ name: body.name, source: body.source, createDefault: false, failIfExists: true }) }));
+
+  // The project's conversation: the live default as it is, or one begun now (202; in line at the cap).
+  route(endpoints.ensureDefault, async ({ params }) => {
+    const { workspace, created } = await grove.ensureDefault(params.project);
+    if (!created) return { workspace };
+    return queuedReply(workspace) ?? reply(202, { workspace, events: eventsOf(workspace.slug) });
+  });
 
   // A project's agent and allowed paths (docs/agents.md): validated, applied to containers created afterwards.
   route(endpoints.projectConfig, async ({ params }) => ({ config: await grove.projectConfig(params.project) }));

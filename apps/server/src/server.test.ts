@@ -37,6 +37,7 @@ const history: GroveEvent[] = [
 const grove: Grove = {
   reconcile: async () => {},
   addProject: async (o) => ({ name: o.name, defaultBranch: 'main', createdAt: new Date().toISOString() }),
+  ensureDefault: async (project) => ({ workspace: ws(project, 'running'), created: false }),
   checkpoint: async () => ({ commit: null, branch: 'grove/x', files: [] }), // git-flow routes: git-flow-api.test.ts
   diff: async () => {
     throw new GroveError('not_found', 'no diff here');

@@ -133,7 +133,7 @@ export const endpoints = {
   health: endpoint({ method: 'GET', path: '/api/health', status: 200, response: healthResponseSchema, public: true, errors: [] }),
 
   listProjects: endpoint({ method: 'GET', path: '/api/projects', status: 200, response: listProjectsResponseSchema, errors: [] }),
-  /** A project from a repository, cloned bare under GROVE_HOME (docs/git-flow.md); no workspace is started. */
+  /** A project from a repository, cloned bare under GROVE_HOME (docs/git-flow.md); nothing is started (its default: ensureDefault). */
   addProject: endpoint({
     method: 'POST',
     path: '/api/projects',
@@ -141,6 +141,20 @@ export const endpoints = {
     status: 201,
     response: projectResponseSchema,
     errors: ['invalid_input', 'invalid_name', 'project_exists', 'remote_failed', 'git_failed'],
+  }),
+  /**
+   * The project's default workspace, its one conversation: 200 with the live one in whatever state it is (reopening a
+   * stopped one is POST .../start), or 202 with one begun now, not waited for (creating, or queued at the cap: a first
+   * message is never refused). What the dashboard and `grove send` call before a project's first message.
+   */
+  ensureDefault: endpoint({
+    method: 'POST',
+    path: '/api/projects/:project/default',
+    params: { project },
+    status: 200,
+    response: workspaceResponseSchema,
+    also: { 202: forkPendingResponseSchema },
+    errors: ['invalid_name', 'project_not_found', 'docker_unavailable', 'invalid_state', 'git_busy', 'git_failed', 'spawn_failed'],
   }),
   /** A project's agent, allowed paths, forge... (docs/agents.md); PUT and PATCH apply to containers created afterwards. */
   projectConfig: endpoint({ method: 'GET', path: '/api/projects/:project/config', ...ofProject, response: projectConfigResponseSchema }),

@@ -149,6 +149,32 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     expect(await g.fork(queue('a'))).toMatchObject({ state: 'running', queuePosition: null });
   });
 
+  it("a project's default is begun on first ask, in line at the cap, once however many ask at the same time", async () => {
+    const g = await withProject();
+    await g.fork({ project: 'demo', name: 'a' });
+    // Two first messages at once (two tabs): one default, both told about it.
+    const asked = await Promise.all([g.ensureDefault('demo'), g.ensureDefault('demo')]);
+    expect(asked.map((a) => a.created).sort()).toEqual([false, true]);
+    expect(asked.map((a) => [a.workspace.slug, a.workspace.isDefault, a.workspace.state, a.workspace.queuePosition])).toEqual([
+      ['demo', true, 'queued', 1],
+      ['demo', true, 'queued', 1],
+    ]);
+    expect((await g.list()).workspaces.filter((w) => w.isDefault)).toHaveLength(1);
+    await g.stop('demo~a');
+    await until(async () => (await state(g, 'demo')) === 'running');
+    expect(await g.get('demo')).toMatchObject({ branch: 'grove/default', baseRef: 'main' });
+    // Asked again: the live one as it is, stopped included (reopening is the caller's: it may wait in line).
+    expect(await g.ensureDefault('demo')).toMatchObject({ created: false, workspace: { slug: 'demo', state: 'running' } });
+    await g.stop('demo');
+    expect(await g.ensureDefault('demo')).toMatchObject({ created: false, workspace: { state: 'stopped' } });
+    // Torn down, a default is begun afresh on the same branch; a free slot starts it at once.
+    await g.teardown('demo');
+    expect(await g.ensureDefault('demo')).toMatchObject({ created: true, workspace: { slug: 'demo', state: 'creating' } });
+    await until(async () => (await state(g, 'demo')) === 'running');
+    await expect(g.ensureDefault('nope')).rejects.toMatchObject({ code: 'project_not_found', status: 404 });
+    await expect(g.ensureDefault('../demo')).rejects.toMatchObject({ code: 'invalid_name', status: 422 });
+  });
+
   it('keeps the line and its order across a restart; reconcile gives freed slots to it', async () => {
     const g1 = await withProject();
     await g1.fork({ project: 'demo', name: 'a' });

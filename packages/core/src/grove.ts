@@ -104,6 +104,12 @@ class GroveImpl implements Grove {
     return this.p.lifecycle.addProject(o);
   }
 
+  /** The project's default workspace: the live one, or one begun now (lifecycle.ts ensureDefault). */
+  async ensureDefault(project: string): Promise<{ workspace: Workspace; created: boolean }> {
+    this.ctx.assertOpen();
+    return this.p.lifecycle.ensureDefault(project);
+  }
+
   async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     this.ctx.assertOpen();
     return this.p.lifecycle.fork(req, opts);

@@ -120,6 +120,28 @@ export class Lifecycle {
     return shape;
   }
 
+  /**
+   * The project's default workspace (its one conversation): the live one as it is, or one begun now (created: true),
+   * not waited for and in line at the cap, so whoever asked (a first message) is never refused. A project added by the
+   * API or the CLI gets its default this way, when someone first writes to it, with the config and overlay set by then.
+   */
+  async ensureDefault(asked: string): Promise<{ workspace: Workspace; created: boolean }> {
+    const projectName = validProject(asked);
+    const shown = async (row: WorkspaceRow) => toWorkspace(row, row.state === 'queued' ? ((await this.ctx.store.queuePositions()).get(row.id) ?? null) : null);
+    const live = await this.ctx.store.live(projectName);
+    if (live) return { workspace: await shown(live), created: false };
+    const { project, config } = await projects.loadProject(this.ctx, projectName);
+    try {
+      const workspace = await this.create({ project, config, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: false, queue: true });
+      return { workspace, created: true };
+    } catch (e) {
+      // Begun concurrently by another caller (two tabs' first messages): theirs is the one.
+      const again = isGroveError(e) && e.code === 'workspace_exists' ? await this.ctx.store.live(projectName) : undefined;
+      if (again) return { workspace: await shown(again), created: false };
+      throw e;
+    }
+  }
+
   async fork(req: ForkRequest, opts: { wait?: boolean } = {}): Promise<Workspace> {
     const { project, name, from, queue, pullRequest, keepCheckoutOnClose } = parseForkRequest(req);
     // The one read of the config for this fork: one edited into something invalid is refused before a slot is taken.

@@ -88,6 +88,11 @@ export interface Grove {
    * register it. A failed clone leaves nothing behind.
    */
   addProject(opts: AddProjectOptions): Promise<Project>;
+  /**
+   * The project's default workspace (its one conversation): the live one in whatever state, or one begun now
+   * (created: true; not waited for, queued at the cap). Concurrent callers get the same one.
+   */
+  ensureDefault(project: string): Promise<{ workspace: Workspace; created: boolean }>;
   listProjects(): Promise<Array<{ name: string; defaultBranch: string; createdAt: string }>>;
   list(filter?: { project?: string; includeGone?: boolean }): Promise<{ workspaces: Workspace[]; capacity: Capacity }>;
   capacity(): Promise<Capacity>;

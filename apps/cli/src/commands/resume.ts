@@ -10,7 +10,7 @@ import { openRunning } from '../progress.ts';
 
 /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
 async function resumeOne(ctx: CliContext, slug: string, json: boolean): Promise<void> {
-  const workspace = await openRunning(ctx, slug, json);
+  const workspace = await openRunning(ctx, slug, { quiet: json });
   if (json) return ctx.out(JSON.stringify({ ...workspace, url: workspaceUrl(ctx.env.url, workspace) }));
   ctx.err(`${workspace.slug}: ${workspace.state}`);
   ctx.out(workspaceUrl(ctx.env.url, workspace));

@@ -51,7 +51,9 @@ export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean;
   help: [
     '',
     'The message is the rest of the line; "-" reads it from stdin. A reply longer than 4000 characters is cut; the',
-    'dashboard has all of it. Exit 1 when the turn failed or was stopped, 8 while another reply is still running.',
+    'dashboard has all of it. A project\'s name is its conversation (its default workspace): the first message to a',
+    'project added with `grove project add` begins it, waiting in line when every sandbox is in use.',
+    'Exit 1 when the turn failed or was stopped, 8 while another reply is still running.',
     '',
     'Examples:',
     '  grove send demo~fix-login "run the tests and fix what fails"',
@@ -62,7 +64,7 @@ export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean;
     const raw = words.length === 1 && words[0] === '-' ? await readStdin(ctx) : words.join(' ');
     const parsed = postMessageRequestSchema.safeParse({ text: raw.trim() === '' ? '' : raw });
     if (!parsed.success) throw new Exit(EXIT.usage, `message: ${parsed.error.issues[0]?.message ?? 'invalid message'}`);
-    const workspace = await openRunning(ctx, slug, Boolean(o.json));
+    const workspace = await openRunning(ctx, slug, { quiet: Boolean(o.json), begin: true });
     // Read before sending, so the end of this turn is not missed however fast it comes.
     const after = await lastEventId(ctx, slug);
     const sent = await ctx.api.raw({ method: 'POST', path: `/w/${encodeURIComponent(slug)}/messages`, schema: postMessageResponseSchema, body: parsed.data });
