@@ -188,4 +188,31 @@ describe('Project settings', () => {
     await page.getByLabel('Message').waitFor({ timeout: 60_000 });
     await page.context().close();
   }, 120_000);
+
+  it('a project added through the API lands on its first message, which begins its conversation and is answered once', async () => {
+    const page = await signedIn(browser, fx.s.base);
+    await page.goto(`${fx.s.base}/?project=zeta`);
+    await page.getByRole('heading', { level: 1, name: 'zeta', exact: true }).waitFor();
+    await page.getByRole('heading', { name: 'Start the conversation' }).waitFor();
+    // Looking starts nothing: no sandbox until someone writes.
+    expect((await fx.s.api('GET', '/api/workspaces/zeta')).status).toBe(404);
+    const words = (await page.locator('main').innerText()).toLowerCase();
+    for (const word of ['branch', 'workspace', 'sandbox', 'fork']) expect(words, word).not.toContain(word);
+
+    const box = page.getByLabel('Write to start the conversation');
+    await box.fill('hello zeta');
+    await box.press('Enter');
+    await page.getByLabel('Message').waitFor({ timeout: 60_000 });
+    await page.getByText('You said: "hello zeta"').waitFor({ timeout: 30_000 });
+    const zeta = (await fx.s.api<{ workspace: Workspace }>('GET', '/api/workspaces/zeta')).body.workspace;
+    expect(zeta).toMatchObject({ isDefault: true, state: 'running', branch: 'grove/default' });
+    const said = (await fx.s.api<{ messages: { who: string; text: string }[] }>('GET', '/api/workspaces/zeta/recent-messages')).body.messages;
+    expect(said.filter((m) => m.who === 'user').map((m) => m.text)).toEqual(['hello zeta']);
+
+    // A link to a project that does not exist says so, instead of opening another project's conversation.
+    await page.goto(`${fx.s.base}/?project=nope`);
+    await page.getByRole('heading', { name: 'There is no project called “nope”' }).waitFor();
+    expect(await page.getByLabel('Message').count()).toBe(0);
+    await page.context().close();
+  }, 120_000);
 });

@@ -51,14 +51,26 @@ interface ComposerProps {
    * The conversation is not open (paused or starting): what is written waits in the queue, and onQueued is
    * called so it opens (starting: it is on its way already). The thread's own composer sends the queue once it is.
    */
-  held?: { onQueued: () => void; starting: boolean };
+  held?: Held;
 }
 
-/** What sending does while held: it reopens a paused one; while it starts (or once sent) it only waits. */
-function heldHint(audience: Audience, starting: boolean, queued: boolean): string {
+/** The held composer queues everything (its held mode); this only answers if it were ever asked to send. */
+export const notOpen = async (): Promise<SendResult> => ({ ok: false, error: 'The conversation is not open yet.' });
+
+/** Composer's held mode: see ComposerProps.held. */
+export interface Held {
+  onQueued: () => void;
+  starting: boolean;
+  /** The conversation has not begun yet: sending begins it. */
+  fresh?: boolean;
+}
+
+/** What sending does while held: it reopens a paused one (begins a fresh one); while it starts (or once sent) it only waits. */
+function heldHint(audience: Audience, { starting, fresh = false }: Held, queued: boolean): string {
   const when = audience === 'engineer' ? 'as soon as the workspace runs' : 'as soon as the conversation is open';
   if (queued) return `Sent ${when}.`;
   if (starting) return `Write now: it goes out ${when}.`;
+  if (fresh) return 'Sending wakes the agent up; your message goes out as soon as it is ready.';
   return audience === 'engineer' ? 'Sending reopens the workspace; the message goes out once it runs.' : 'Sending reopens the conversation; the message goes out once it is open.';
 }
 
@@ -187,7 +199,7 @@ export function Composer({ slug, audience, turnRunning, sending, loaded, onSend,
   const hint = command
     ? `Press Enter to open the ${RESUME_COMMAND} picker.`
     : held
-      ? heldHint(audience, held.starting, queue.length > 0)
+      ? heldHint(audience, held, queue.length > 0)
       : busy
       ? 'The agent is replying. Stop it, or write your next message: Enter queues it until the reply ends.'
       : `Enter to send, Shift+Enter for a new line. ${RESUME_COMMAND} or Ctrl+K to ${switchHint}.`;
@@ -225,7 +237,7 @@ export function Composer({ slug, audience, turnRunning, sending, loaded, onSend,
       <div className="composer-row">
         {/* Not "Message" while held: that label means "the thread is open" (and the e2e tests wait on it so). */}
         <label htmlFor={`composer-${slug}`} className="sr-only">
-          {held ? (audience === 'engineer' ? 'Write to the agent (sent once it runs)' : 'Write to carry on the conversation') : 'Message'}
+          {held ? (audience === 'engineer' ? 'Write to the agent (sent once it runs)' : held.fresh ? 'Write to start the conversation' : 'Write to carry on the conversation') : 'Message'}
         </label>
         <textarea
           id={`composer-${slug}`}

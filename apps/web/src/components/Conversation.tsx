@@ -10,7 +10,7 @@ import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
-import { Composer, UnsentMessages } from './Composer.tsx';
+import { Composer, UnsentMessages, notOpen } from './Composer.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { EarlierMessages } from './EarlierMessages.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
@@ -20,9 +20,6 @@ import './Conversation.css';
 /** States that change by themselves. Their events say when; this slow re-read is only a safety net. */
 const SETTLING = new Set(['queued', 'creating', 'tearing-down']);
 const SAFETY_RECHECK_MS = 30_000;
-
-/** The held composer queues everything (Composer's held mode); this only answers if it were ever asked to send. */
-const notOpen = async () => ({ ok: false, error: 'The conversation is not open yet.' });
 
 interface ConversationProps {
   slug: string;

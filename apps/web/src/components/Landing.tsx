@@ -4,9 +4,10 @@
 import Link from 'next/link';
 import { useSearchParams } from 'next/navigation';
 import { useCallback, useEffect, useState } from 'react';
-import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
+import { pickLanding, type LandingChoice } from '../lib/landing.ts';
+import { Composer, notOpen } from './Composer.tsx';
 import { Conversation } from './Conversation.tsx';
 import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice } from './ui.tsx';
@@ -14,16 +15,7 @@ import { Notice, Shell, SignInNotice } from './ui.tsx';
 /** Lifecycle events say when the project appears; this slow re-read covers a feed that is down. */
 const RECHECK_MS = 15_000;
 
-type Found = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | { kind: 'none' } | { kind: 'found'; workspace: Workspace };
-
-/**
- * The default workspace to land in: the asked project's (`/?project=`, from the conversation picker), else the first
- * project's by name, so the choice is stable across reloads.
- */
-function pickDefault(workspaces: Workspace[], wanted: string | null): Workspace | undefined {
-  const defaults = workspaces.filter((w) => w.isDefault).sort((a, b) => a.project.localeCompare(b.project));
-  return defaults.find((w) => w.project === wanted) ?? defaults[0];
-}
+type Found = { kind: 'loading' } | { kind: 'signin' } | { kind: 'error'; message: string } | LandingChoice;
 
 export function Landing() {
   const [found, setFound] = useState<Found>({ kind: 'loading' });
@@ -31,9 +23,9 @@ export function Landing() {
 
   const look = useCallback(async () => {
     try {
-      const { workspaces } = await api.listWorkspaces();
-      const w = pickDefault(workspaces, wanted);
-      setFound(w ? { kind: 'found', workspace: w } : { kind: 'none' });
+      // Without the project list (an older server, a failed read) the workspaces still name the projects.
+      const [{ workspaces }, projects] = await Promise.all([api.listWorkspaces(), api.listProjects().then((r) => r.projects.map((p) => p.name), () => [])]);
+      setFound(pickLanding(workspaces, projects, wanted));
     } catch (e) {
       if (isApiError(e) && e.status === 401) setFound({ kind: 'signin' });
       else setFound({ kind: 'error', message: messageOf(e) });
@@ -44,8 +36,9 @@ export function Landing() {
     void look();
   }, [look]);
 
-  // The server sets the project up in the background at first start; look again until it is there.
-  const waiting = found.kind === 'none' || found.kind === 'error';
+  // The server sets the project up in the background at first start; look again until it is there (or until another
+  // tab begins the conversation of a fresh one).
+  const waiting = found.kind === 'none' || found.kind === 'error' || found.kind === 'fresh';
   useEventTrigger(() => true, () => void look(), waiting);
   useEffect(() => {
     if (!waiting) return;
@@ -53,7 +46,7 @@ export function Landing() {
     return () => clearInterval(t);
   }, [waiting, look]);
 
-  const project = found.kind === 'found' ? found.workspace.project : null;
+  const project = found.kind === 'found' ? found.workspace.project : found.kind === 'fresh' ? found.project : null;
   const nav = (
     <>
       <ResumeButton />
@@ -86,6 +79,14 @@ export function Landing() {
             <p>The project is being set up. The conversation opens here by itself when it is ready.</p>
           </Notice>
         </div>
+      ) : found.kind === 'unknown' ? (
+        <div className="centered">
+          <Notice tone="empty" title={`There is no project called “${found.project}”`} actions={<Link className="btn" href="/">Open a conversation</Link>}>
+            <p>It may have been removed, or the link has a typo.</p>
+          </Notice>
+        </div>
+      ) : found.kind === 'fresh' ? (
+        <FirstMessage key={found.project} project={found.project} onBegun={() => void look()} />
       ) : (
         <Conversation key={found.workspace.slug} slug={found.workspace.slug} audience="everyone" />
       )}
@@ -101,5 +102,41 @@ export function LandingOpening() {
         <Notice tone="wait" title="Opening…" />
       </div>
     </Shell>
+  );
+}
+
+/**
+ * A project whose conversation has not begun: what is written waits in the tab's queue (Composer's held mode) while
+ * its default workspace is begun; the conversation that then shows sends it once it is open.
+ */
+function FirstMessage({ project, onBegun }: { project: string; onBegun: () => void }) {
+  const [state, setState] = useState<{ busy: boolean; error: string | null }>({ busy: false, error: null });
+  const begin = useCallback(async () => {
+    setState({ busy: true, error: null });
+    try {
+      await api.ensureDefault(project);
+      onBegun();
+    } catch (e) {
+      setState({ busy: false, error: messageOf(e) });
+    }
+  }, [project, onBegun]);
+
+  return (
+    <div className="held">
+      <div className="paused">
+        {state.error ? (
+          <Notice tone="error" title="The conversation could not be started" actions={<button className="btn" onClick={() => void begin()}>Try again</button>}>
+            <p>{state.error}</p>
+            <p className="muted">Your message is kept below and goes out once it starts.</p>
+          </Notice>
+        ) : (
+          <Notice tone={state.busy ? 'wait' : 'empty'} title={state.busy ? 'Getting things ready' : 'Start the conversation'}>
+            <p>Ask anything about this project. The agent can read and change its files, and will tell you what it did.</p>
+            <p className="muted">It wakes up with your first message; that takes a few seconds.</p>
+          </Notice>
+        )}
+      </div>
+      <Composer slug={project} audience="everyone" turnRunning={false} sending={false} loaded={false} onSend={notOpen} held={{ starting: state.busy, fresh: true, onQueued: () => void begin() }} />
+    </div>
   );
 }

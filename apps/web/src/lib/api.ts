@@ -65,6 +65,8 @@ const proxied = <S extends z.ZodType>(method: HttpMethod, slug: string, rest: st
 export const api = {
   listWorkspaces: () => client.listWorkspaces(),
   listProjects: () => client.listProjects(),
+  /** The project's default workspace (its conversation): the live one, or one begun now (creating, or in line). */
+  ensureDefault: (project: string) => client.ensureDefault({ params: { project } }),
   getWorkspace: (slug: string) => client.getWorkspace({ params: { slug } }),
   /** Returns at once (202) with the workspace in `creating`; progress comes from the events. */
   fork: (req: ForkRequest) => client.fork({ query: { wait: 'false' }, body: req }),

@@ -1,0 +1,23 @@
+// Where `/` lands: which project's conversation, and whether it has begun.
+import type { Workspace } from '@grove/contracts';
+
+export type LandingChoice =
+  | { kind: 'none' }
+  | { kind: 'unknown'; project: string }
+  | { kind: 'fresh'; project: string }
+  | { kind: 'found'; workspace: Workspace };
+
+/**
+ * The asked project's conversation (`/?project=`, from the conversation picker), else the first project's by name
+ * that has one, so the choice is stable across reloads; a project whose conversation has not begun yet (added with
+ * the API or `grove project add`) is `fresh`: it begins with its first message.
+ */
+export function pickLanding(workspaces: Workspace[], projects: string[], wanted: string | null): LandingChoice {
+  const defaults = workspaces.filter((w) => w.isDefault && w.state !== 'gone').sort((a, b) => a.project.localeCompare(b.project));
+  const names = [...new Set([...projects, ...workspaces.map((w) => w.project)])].sort();
+  const project = wanted ?? defaults[0]?.project ?? names[0];
+  if (project === undefined) return { kind: 'none' };
+  const workspace = defaults.find((w) => w.project === project);
+  if (workspace) return { kind: 'found', workspace };
+  return names.includes(project) ? { kind: 'fresh', project } : { kind: 'unknown', project };
+}
