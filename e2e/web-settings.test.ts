@@ -176,9 +176,9 @@ describe('Project settings', () => {
     await page.keyboard.press('Control+k');
     const picker = page.getByRole('dialog', { name: 'Open a conversation' });
     await picker.getByRole('option', { name: /^demo/ }).waitFor();
-    // Conversations only: zeta's feat is an engineer's workspace, and zeta (added through the API) has no default
-    // conversation of its own.
-    expect(await picker.getByRole('option').count()).toBe(1);
+    // Conversations only: zeta's feat is an engineer's workspace; zeta (added through the API) has not begun its
+    // conversation, so it is offered as new, after the ones in use.
+    expect(await picker.getByRole('option').allInnerTexts()).toEqual([expect.stringMatching(/^demo/), 'zeta\nNew\nNot started yet: your first message starts it.']);
     const words = (await picker.innerText()).toLowerCase();
     for (const word of ['branch', 'workspace', 'default', 'running', 'stopped']) expect(words, word).not.toContain(word);
 
@@ -191,7 +191,11 @@ describe('Project settings', () => {
 
   it('a project added through the API lands on its first message, which begins its conversation and is answered once', async () => {
     const page = await signedIn(browser, fx.s.base);
-    await page.goto(`${fx.s.base}/?project=zeta`);
+    await page.goto(`${fx.s.base}/`);
+    await page.getByRole('heading', { level: 1, name: 'demo', exact: true }).waitFor();
+    await page.keyboard.press('Control+k');
+    await page.getByRole('dialog', { name: 'Open a conversation' }).getByRole('option', { name: /^zeta/ }).click();
+    await page.waitForURL('**/?project=zeta');
     await page.getByRole('heading', { level: 1, name: 'zeta', exact: true }).waitFor();
     await page.getByRole('heading', { name: 'Start the conversation' }).waitFor();
     // Looking starts nothing: no sandbox until someone writes.

@@ -60,8 +60,11 @@ export function ResumeProvider({ children }: { children: ReactNode }) {
   // and opens them there, never a workspace with its branch.
   const audience: Audience = pathname === '/' ? 'everyone' : 'engineer';
   const choose = useCallback(
-    (w: Workspace) => {
+    (row: Row) => {
       setTarget(null);
+      // Not begun yet: `/` lands on its first message, which begins it.
+      if (row.kind === 'fresh') return router.push(conversationHref(row.project));
+      const w = row.workspace;
       // Whichever conversation shows it (an open tab, or the one the URL is about to mount) starts it.
       if (w.state === 'stopped') requestStart(w.slug);
       router.push(audience === 'everyone' ? conversationHref(w.project) : workspaceHref(w));
@@ -99,7 +102,12 @@ export function ResumeButton() {
   );
 }
 
-type Load = { kind: 'loading' } | { kind: 'error'; message: string } | { kind: 'ready'; list: Workspace[] };
+/** A row of the picker: a workspace, or (for everyone) a project whose conversation has not begun. */
+type Row = { kind: 'workspace'; workspace: Workspace } | { kind: 'fresh'; project: string };
+/** The row's id: a fresh project's name is the slug its conversation will have, which no live workspace holds. */
+const rowKey = (r: Row) => (r.kind === 'workspace' ? r.workspace.slug : r.project);
+
+type Load = { kind: 'loading' } | { kind: 'error'; message: string } | { kind: 'ready'; list: Workspace[]; fresh: string[] };
 type Last = Record<string, Quote | null>;
 
 /** The picker's words for each reader: workspaces for engineers, conversations (one per project) for everyone else. */
@@ -128,10 +136,13 @@ const WORDS = {
   },
 } as const;
 
+/** The line under a project whose conversation has not begun (only everyone's picker has them). */
+const FRESH_LINE = 'Not started yet: your first message starts it.';
+
 interface PickerProps {
   project: string | null;
   audience: Audience;
-  onChoose: (w: Workspace) => void;
+  onChoose: (row: Row) => void;
   onClose: () => void;
 }
 
@@ -146,9 +157,14 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
   const read = useCallback(async () => {
     setLoad({ kind: 'loading' });
     try {
-      const { workspaces } = await api.listWorkspaces();
+      const [{ workspaces }, projects] = await Promise.all([
+        api.listWorkspaces(),
+        // Only everyone's picker offers the projects whose conversation has not begun; without the list it has none.
+        audience === 'everyone' ? api.listProjects().then((r) => r.projects.map((p) => p.name), () => []) : [],
+      ]);
       const list = resumeCandidates(workspaces, project).filter((w) => audience === 'engineer' || w.isDefault);
-      setLoad({ kind: 'ready', list });
+      const begun = new Set(list.map((w) => w.project));
+      setLoad({ kind: 'ready', list, fresh: projects.filter((p) => !begun.has(p)).sort() });
       // Read on the host from the thread file, so stopped workspaces are quoted too.
       await Promise.all(
         list.slice(0, MAX_THREAD_READS).map(async (w) => {
@@ -169,10 +185,19 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
     void read();
   }, [read]);
 
-  const shown = load.kind === 'ready' ? load.list.filter((w) => matchesQuery(w, query)) : [];
+  const q = query.trim().toLowerCase();
+  const shown: Row[] =
+    load.kind === 'ready'
+      ? [
+          ...load.list.filter((w) => matchesQuery(w, query)).map((workspace): Row => ({ kind: 'workspace', workspace })),
+          // Never used, so they come after the ones that were (most recent first).
+          ...load.fresh.filter((p) => p.includes(q)).map((project): Row => ({ kind: 'fresh', project })),
+        ]
+      : [];
   const current = Math.min(active, Math.max(0, shown.length - 1));
-  const optionId = (slug: string) => `${ids.list}-${slug}`;
-  const activeSlug = shown[current]?.slug;
+  const optionId = (key: string) => `${ids.list}-${key}`;
+  const activeRow = shown[current];
+  const activeSlug = activeRow ? rowKey(activeRow) : undefined;
   const listShown = shown.length > 0;
 
   useEffect(() => {
@@ -197,8 +222,8 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
     }
     if (e.key === 'Enter') {
       e.preventDefault();
-      const w = shown[current];
-      if (w) onChoose(w);
+      const row = shown[current];
+      if (row) onChoose(row);
     }
   };
 
@@ -247,25 +272,38 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
         </div>
       ) : shown.length === 0 ? (
         <p className="picker-state" role="status">
-          {load.list.length === 0 ? words.none(scope) : `Nothing matches “${query}”.`}
+          {load.list.length + load.fresh.length === 0 ? words.none(scope) : `Nothing matches “${query}”.`}
         </p>
       ) : (
         <ul className="picker-list" role="listbox" id={ids.list} aria-label={words.list}>
-          {shown.map((w, i) => {
+          {shown.map((row, i) => {
+            const key = rowKey(row);
+            const option = { id: optionId(key), role: 'option', 'aria-selected': i === current, className: i === current ? 'picker-option picker-option-active' : 'picker-option' } as const;
+            const select = {
+              onClick: () => onChoose(row),
+              onMouseMove: () => {
+                if (i !== current) setActive(i);
+              },
+            };
+            if (row.kind === 'fresh') {
+              return (
+                <li key={key} {...option} {...select}>
+                  <span className="picker-row">
+                    <span className="picker-name">{row.project}</span>
+                    <span className="badge">
+                      <span className="badge-dot" aria-hidden="true" />
+                      New
+                    </span>
+                  </span>
+                  <span className="picker-last">{FRESH_LINE}</span>
+                </li>
+              );
+            }
+            const w = row.workspace;
             const when = w.lastActivityAt ?? w.updatedAt;
             const quote = last[w.slug];
             return (
-              <li
-                key={w.slug}
-                id={optionId(w.slug)}
-                role="option"
-                aria-selected={i === current}
-                className={i === current ? 'picker-option picker-option-active' : 'picker-option'}
-                onClick={() => onChoose(w)}
-                onMouseMove={() => {
-                  if (i !== current) setActive(i);
-                }}
-              >
+              <li key={key} {...option} {...select}>
                 <span className="picker-row">
                   <span className="picker-name">
                     {w.isDefault ? w.project : w.name}
