@@ -213,6 +213,15 @@ describe('Project settings', () => {
     const said = (await fx.s.api<{ messages: { who: string; text: string }[] }>('GET', '/api/workspaces/zeta/recent-messages')).body.messages;
     expect(said.filter((m) => m.who === 'user').map((m) => m.text)).toEqual(['hello zeta']);
 
+    // Closed (its default torn down) while on screen: it can begin afresh, and the new one answers.
+    expect((await fx.s.api('DELETE', '/api/workspaces/zeta')).status).toBe(200);
+    await page.getByRole('heading', { name: 'This conversation was closed' }).waitFor({ timeout: 30_000 });
+    await page.getByRole('button', { name: 'Start a new conversation' }).click();
+    await page.getByLabel('Write to start the conversation').fill('hello again');
+    await page.getByLabel('Write to start the conversation').press('Enter');
+    await page.getByText('You said: "hello again". (turn 1)').waitFor({ timeout: 60_000 });
+    expect((await fx.s.api<{ workspace: Workspace }>('GET', '/api/workspaces/zeta')).body.workspace).toMatchObject({ isDefault: true, state: 'running' });
+
     // A link to a project that does not exist says so, instead of opening another project's conversation.
     await page.goto(`${fx.s.base}/?project=nope`);
     await page.getByRole('heading', { name: 'There is no project called “nope”' }).waitFor();

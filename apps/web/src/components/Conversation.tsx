@@ -33,6 +33,11 @@ interface ConversationProps {
   onBusyChange?: (busy: boolean) => void;
   /** Engineers close the tab of a torn-down workspace from here. */
   onCloseTab?: () => void;
+  /**
+   * A project's conversation that failed to start or was closed can begin afresh (`/`: its first message begins a
+   * new default workspace). Only offered to everyone; engineers tear down and fork.
+   */
+  onBeginAgain?: () => void;
 }
 
 interface Reopen {
@@ -56,7 +61,7 @@ async function explainStartError(e: unknown, audience: Audience): Promise<string
   }
 }
 
-export function Conversation({ slug, audience, onWorkspace, revision = 0, active = true, onBusyChange, onCloseTab }: ConversationProps) {
+export function Conversation({ slug, audience, onWorkspace, revision = 0, active = true, onBusyChange, onCloseTab, onBeginAgain }: ConversationProps) {
   const [workspace, setWorkspace] = useState<Workspace | null>(null);
   const [error, setError] = useState<ApiError | Error | null>(null);
   const [reopen, setReopen] = useState<Reopen>({ busy: false, since: null, error: null });
@@ -286,6 +291,10 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
                 <Link className="btn" href="/workspaces">
                   Go to workspaces
                 </Link>
+              ) : onBeginAgain ? (
+                <button className="btn btn-primary" onClick={onBeginAgain}>
+                  Try again
+                </button>
               ) : (
                 <button className="btn" onClick={() => void refresh()}>
                   Check again
@@ -301,7 +310,10 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
               </>
             ) : (
               <>
-                <p>The assistant could not be started. Please tell whoever runs Grove for this project.</p>
+                <p>
+                  The assistant could not be started.{' '}
+                  {onBeginAgain ? 'Try again; if it fails again, tell whoever runs Grove for this project.' : 'Please tell whoever runs Grove for this project.'}
+                </p>
                 <UnsentMessages slug={slug} />
                 {workspace.failureReason ? (
                   <details className="fine-print">
@@ -326,14 +338,20 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
                 <button className="btn" onClick={onCloseTab}>
                   Close this tab
                 </button>
+              ) : !engineer && onBeginAgain ? (
+                <button className="btn btn-primary" onClick={onBeginAgain}>
+                  Start a new conversation
+                </button>
               ) : undefined
             }
           >
             <p>{engineer ? `Its branch ${workspace.branch} is kept.` : 'Its history is archived.'}</p>
             <UnsentMessages slug={slug} />
-            <p>
-              <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>
-            </p>
+            {onBeginAgain && !engineer ? null : (
+              <p>
+                <Link href={engineer ? '/workspaces' : '/'}>{engineer ? 'See all workspaces' : 'Go to the main conversation'}</Link>
+              </p>
+            )}
           </Notice>
         </Centered>
       );

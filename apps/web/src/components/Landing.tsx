@@ -88,7 +88,12 @@ export function Landing() {
       ) : found.kind === 'fresh' ? (
         <FirstMessage key={found.project} project={found.project} onBegun={() => void look()} />
       ) : (
-        <Conversation key={found.workspace.slug} slug={found.workspace.slug} audience="everyone" />
+        <Conversation
+          key={found.workspace.slug}
+          slug={found.workspace.slug}
+          audience="everyone"
+          onBeginAgain={() => setFound({ kind: 'fresh', project: found.workspace.project })}
+        />
       )}
     </Shell>
   );

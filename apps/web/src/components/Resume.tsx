@@ -8,6 +8,7 @@ import { createContext, useCallback, useContext, useEffect, useId, useMemo, useR
 import type { Workspace } from '@grove/contracts';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { conversationHref, workspaceHref } from '../lib/capacity.ts';
+import { conversations } from '../lib/landing.ts';
 import { matchesQuery, quoteLine, quoteOf, resumeCandidates, type Quote } from '../lib/resume.ts';
 import { requestStart } from '../lib/start-intents.ts';
 import { routeOf } from '../lib/tabs.ts';
@@ -162,7 +163,7 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
         // Only everyone's picker offers the projects whose conversation has not begun; without the list it has none.
         audience === 'everyone' ? api.listProjects().then((r) => r.projects.map((p) => p.name), () => []) : [],
       ]);
-      const list = resumeCandidates(workspaces, project).filter((w) => audience === 'engineer' || w.isDefault);
+      const list = audience === 'engineer' ? resumeCandidates(workspaces, project) : resumeCandidates(conversations(workspaces), project);
       const begun = new Set(list.map((w) => w.project));
       setLoad({ kind: 'ready', list, fresh: projects.filter((p) => !begun.has(p)).sort() });
       // Read on the host from the thread file, so stopped workspaces are quoted too.

@@ -18,6 +18,9 @@ describe('where / lands', () => {
   it('a project whose conversation has not begun (or was torn down) lands on its first message', () => {
     expect(pickLanding([ws('demo')], ['app', 'demo'], 'app')).toEqual({ kind: 'fresh', project: 'app' });
     expect(pickLanding([ws('app', 'gone'), ws('app~feat')], ['app'], null)).toEqual({ kind: 'fresh', project: 'app' });
+    expect(pickLanding([ws('app', 'failed')], ['app'], 'app')).toEqual({ kind: 'fresh', project: 'app' });
+    // Begun again after a failure: the live one, whatever order the list has them in.
+    expect(pickLanding([ws('app', 'failed'), ws('app', 'creating')], ['app'], null)).toEqual({ kind: 'found', workspace: ws('app', 'creating') });
     // Named by a workspace only (the project list could not be read).
     expect(pickLanding([ws('app~feat')], [], null)).toEqual({ kind: 'fresh', project: 'app' });
   });

@@ -8,12 +8,21 @@ export type LandingChoice =
   | { kind: 'found'; workspace: Workspace };
 
 /**
+ * The projects' conversations as everyone sees them: their live default workspaces. A failed one is not: it holds
+ * nothing (it failed while being created), and the project's next first message begins a new one.
+ */
+export function conversations(workspaces: readonly Workspace[]): Workspace[] {
+  return workspaces.filter((w) => w.isDefault && w.state !== 'gone' && w.state !== 'failed');
+}
+
+/**
  * The asked project's conversation (`/?project=`, from the conversation picker), else the first project's by name
  * that has one, so the choice is stable across reloads; a project whose conversation has not begun yet (added with
- * the API or `grove project add`) is `fresh`: it begins with its first message.
+ * the API or `grove project add`, or whose default failed or was torn down) is `fresh`: it begins with its first
+ * message.
  */
 export function pickLanding(workspaces: Workspace[], projects: string[], wanted: string | null): LandingChoice {
-  const defaults = workspaces.filter((w) => w.isDefault && w.state !== 'gone').sort((a, b) => a.project.localeCompare(b.project));
+  const defaults = conversations(workspaces).sort((a, b) => a.project.localeCompare(b.project));
   const names = [...new Set([...projects, ...workspaces.map((w) => w.project)])].sort();
   const project = wanted ?? defaults[0]?.project ?? names[0];
   if (project === undefined) return { kind: 'none' };
