@@ -3,7 +3,7 @@
 'use client';
 
 import { useCallback, useEffect, useState } from 'react';
-import { PROVIDER_RELAY_PORT, type ListeningPort } from '@grove/contracts';
+import { PROVIDER_RELAY_PORT, type ListeningPort, type WorkspaceState } from '@grove/contracts';
 import { api, messageOf, previewPath } from '../lib/api.ts';
 import { useWorkbench } from '../lib/workbench.ts';
 import { Spinner } from './ui.tsx';
@@ -11,7 +11,14 @@ import './PortsList.css';
 
 type Load = { kind: 'idle' } | { kind: 'loading' } | { kind: 'ready'; ports: ListeningPort[] } | { kind: 'error'; message: string };
 
-export function PortsList({ slug, running }: { slug: string; running: boolean }) {
+/** What the line says while the sandbox is not running: one that has never run has no previews to bring back. */
+function notRunningNote(state: WorkspaceState): string {
+  if (state === 'queued' || state === 'creating') return 'the sandbox is not running yet; previews show here once it does.';
+  return 'the sandbox is not running; previews come back at the same address when it is reopened.';
+}
+
+export function PortsList({ slug, state }: { slug: string; state: WorkspaceState }) {
+  const running = state === 'running';
   const [load, setLoad] = useState<Load>({ kind: 'idle' });
   const { showPreview } = useWorkbench();
 
@@ -37,7 +44,7 @@ export function PortsList({ slug, running }: { slug: string; running: boolean })
     <section className="ports" aria-label="Listening ports">
       <span className="ports-label">Ports:</span>
       {!running ? (
-        <span className="ports-note">the sandbox is not running; previews come back at the same address when it is reopened.</span>
+        <span className="ports-note">{notRunningNote(state)}</span>
       ) : load.kind === 'ready' && load.ports.length === 0 ? (
         <span className="ports-note">nothing listens yet (start a dev server in the workspace, then refresh).</span>
       ) : load.kind === 'error' ? (

@@ -147,7 +147,7 @@ export function WorkspacePane({ slug, active, pinned, canPin, onPin, onBusyChang
       ) : null}
       <WorkbenchContext.Provider value={workbench}>
         <div className="pane-panel" role="tabpanel" id={`${slug}-panel-conversation`} aria-labelledby={`${slug}-view-conversation`} hidden={view !== 'conversation'}>
-          {workspace ? <PortsList slug={slug} running={workspace.state === 'running'} /> : null}
+          {workspace ? <PortsList slug={slug} state={workspace.state} /> : null}
           {/* Engineers only: the non-engineer default thread (Landing) never shows git words. */}
           {workspace && (workspace.state === 'running' || workspace.state === 'stopped') ? <ChangesPanel workspace={workspace} onChanged={changed} /> : null}
           <Conversation slug={slug} audience="engineer" onWorkspace={onWorkspace} revision={revision} active={active && view === 'conversation'} onBusyChange={busyChange} onCloseTab={close} />
