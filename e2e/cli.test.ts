@@ -174,9 +174,14 @@ describe('grove CLI', () => {
     const busy = await grove('send', 'demo~cli-send', 'are you there?');
     expect(busy.code).toBe(8);
     expect(busy.stderr).toContain('a turn is already running');
+    // --queue waits for that reply to end, then sends, and prints its own reply.
+    const queued = await grove('send', 'demo~cli-send', 'after that', '--queue');
+    expect(queued.code, queued.stderr).toBe(0);
+    expect(queued.stderr).toContain('demo~cli-send: another reply is running; the message goes out when it ends…');
+    expect(queued.stdout).toBe('Scripted agent here. You said: "after that". (turn 6)\n');
 
     // "-" reads the message from stdin; bad input is refused before anything is sent.
-    await waitFor('the slow turn to end', async () => (await fx.s.api<{ events: unknown[] }>('GET', '/api/events?slug=demo~cli-send&type=turn.ended')).body.events.length === 5, 30_000);
+    expect((await fx.s.api<{ events: unknown[] }>('GET', '/api/events?slug=demo~cli-send&type=turn.ended')).body.events).toHaveLength(6);
     const piped = await new Promise<Result>((resolve) => {
       const child = execFile(process.execPath, [bin, 'send', 'demo~cli-send', '-'], { env: { ...process.env, GROVE_URL: fx.s.base, GROVE_TOKEN: TOKEN } }, (err, stdout, stderr) =>
         resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
@@ -184,7 +189,7 @@ describe('grove CLI', () => {
       child.stdin?.end('from\nstdin\n');
     });
     expect(piped.code, piped.stderr).toBe(0);
-    expect(piped.stdout).toContain('You said: "from\nstdin". (turn 6)');
+    expect(piped.stdout).toContain('You said: "from\nstdin". (turn 7)');
     expect((await grove('send', 'demo~cli-send', ' ')).code).toBe(2);
     expect((await grove('send', 'demo~nope', 'hi')).code).toBe(3);
     expect((await grove('rm', 'demo~cli-send')).code).toBe(0);

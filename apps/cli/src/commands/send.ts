@@ -1,7 +1,8 @@
 // `grove send`: a message to a workspace's agent (its sandbox started first when it is stopped), then the agent's
 // reply once the turn ends; --no-wait returns as soon as the message is taken.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { postMessageRequestSchema, postMessageResponseSchema, turnEndedDataSchema, type LastMessage, type TurnEndedData } from '@grove/contracts';
+import { postMessageRequestSchema, postMessageResponseSchema, turnEndedDataSchema, type LastMessage, type PostMessageRequest, type PostMessageResponse, type TurnEndedData } from '@grove/contracts';
+import { ApiError } from '../client.ts';
 import type { CommandSpec } from '../command.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT, Exit } from '../exit.ts';
@@ -35,17 +36,58 @@ async function replyOf(ctx: CliContext, slug: string): Promise<LastMessage[]> {
   return messages.slice(lastUser + 1).filter((m) => m.who === 'agent');
 }
 
+/** How long a queued message waits for a turn.ended before it asks again anyway (an event read that missed it). */
+const QUEUE_RETRY_MS = 5_000;
+
+/** Until a turn.ended after `after` (its id), or QUEUE_RETRY_MS; the sandbox going away ends the wait with an error. */
+async function nextTurnEnd(ctx: CliContext, slug: string, after: number): Promise<number> {
+  const until = Date.now() + QUEUE_RETRY_MS;
+  let cursor = after;
+  while (Date.now() < until) {
+    for await (const page of eventPages(ctx, slug, cursor)) {
+      for (const e of page) {
+        cursor = e.id;
+        if (ENDS_THE_SANDBOX.has(e.type)) throw new Exit(EXIT.error, `${slug} stopped while the message waited (${e.type})`);
+        if (e.type === 'turn.ended') return cursor;
+      }
+    }
+    await sleep(POLL_MS);
+  }
+  return cursor;
+}
+
+/**
+ * The message, handed over: with `queue`, a refusal because another reply is running (409) waits for that reply to
+ * end and asks again, as the dashboard's composer queues; without it the refusal is the answer (exit 8).
+ */
+async function handOver(ctx: CliContext, o: { slug: string; body: PostMessageRequest; after: number; queue: boolean; quiet: boolean }): Promise<PostMessageResponse> {
+  const { slug, body, queue, quiet } = o;
+  let cursor = o.after;
+  let told = false;
+  for (;;) {
+    try {
+      return await ctx.api.raw({ method: 'POST', path: `/w/${encodeURIComponent(slug)}/messages`, schema: postMessageResponseSchema, body });
+    } catch (e) {
+      if (!queue || !(e instanceof ApiError && e.status === 409 && e.code === 'invalid_state')) throw e;
+      if (!quiet && !told) ctx.err(`${slug}: another reply is running; the message goes out when it ends…`);
+      told = true;
+      cursor = await nextTurnEnd(ctx, slug, cursor);
+    }
+  }
+}
+
 async function readStdin(ctx: CliContext): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of ctx.stdin) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
   return Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
 }
 
-export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean; json?: boolean }> = {
+export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean; queue?: boolean; json?: boolean }> = {
   usage: 'send <slug> <message...>',
   description: "send a message to a workspace's agent (reopening it if stopped) and print the reply when the turn ends",
   options: [
     { flags: '--no-wait', description: 'return once the message is taken (prints the turn id)' },
+    { flags: '--queue', description: 'while another reply runs, wait for it to end and send then (instead of exit 8)' },
     { flags: '--json', description: 'print JSON (the turn, how it ended, the reply)' },
   ],
   help: [
@@ -53,7 +95,7 @@ export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean;
     'The message is the rest of the line; "-" reads it from stdin. A reply longer than 4000 characters is cut; the',
     'dashboard has all of it. A project\'s name is its conversation (its default workspace): the first message to a',
     'project added with `grove project add` begins it, waiting in line when every sandbox is in use.',
-    'Exit 1 when the turn failed or was stopped, 8 while another reply is still running.',
+    'Exit 1 when the turn failed or was stopped, 8 while another reply is still running (--queue waits for it).',
     '',
     'Examples:',
     '  grove send demo~fix-login "run the tests and fix what fails"',
@@ -67,7 +109,7 @@ export const send: CommandSpec<[slug: string, words: string[]], { wait: boolean;
     const workspace = await openRunning(ctx, slug, { quiet: Boolean(o.json), begin: true });
     // Read before sending, so the end of this turn is not missed however fast it comes.
     const after = await lastEventId(ctx, slug);
-    const sent = await ctx.api.raw({ method: 'POST', path: `/w/${encodeURIComponent(slug)}/messages`, schema: postMessageResponseSchema, body: parsed.data });
+    const sent = await handOver(ctx, { slug, body: parsed.data, after, queue: Boolean(o.queue), quiet: Boolean(o.json) });
     if (!o.wait) {
       if (o.json) return ctx.out(JSON.stringify(sent));
       ctx.err(`${slug}: message sent; the reply is in ${workspaceUrl(ctx.env.url, workspace)}`);
