@@ -118,10 +118,10 @@ describe('forking from a pull request, and keeping the checkout', () => {
     const number = dialog.getByLabel('Pull request number');
     const create = dialog.getByRole('button', { name: 'Create workspace' });
     await number.fill('0');
-    await dialog.getByText('pullRequest numbers start at 1').waitFor();
+    await dialog.getByText('pull request numbers start at 1').waitFor();
     expect(await create.isDisabled()).toBe(true);
     await number.fill('seven');
-    await dialog.getByText('pullRequest must be a pull request number, like 42').waitFor();
+    await dialog.getByText('pull request must be a number, like 42').waitFor();
     expect(await create.isDisabled()).toBe(true);
     expect((await s.api('GET', '/api/workspaces/app~review')).status).toBe(404);
 

@@ -205,10 +205,10 @@ export const forkRequestSchema = z
      * serve); when it cannot be fetched the fork starts at the default branch and workspace.base_fallback says why.
      */
     pullRequest: z
-      .number({ error: 'pullRequest must be a pull request number, like 42' })
-      .int({ error: 'pullRequest must be a whole number, like 42' })
-      .positive({ error: 'pullRequest numbers start at 1' })
-      .max(2_147_483_647, { error: 'pullRequest is too large to be a pull request number' })
+      .number({ error: 'pull request must be a number, like 42' })
+      .int({ error: 'pull request must be a whole number, like 42' })
+      .positive({ error: 'pull request numbers start at 1' })
+      .max(2_147_483_647, { error: 'pull request number is too large' })
       .optional(),
     /** Keep the checkout when the pull request is merged or closed, whatever the project says. */
     keepCheckoutOnClose: z.boolean().optional(),
