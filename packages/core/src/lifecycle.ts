@@ -127,9 +127,8 @@ export class Lifecycle {
    */
   async ensureDefault(asked: string): Promise<{ workspace: Workspace; created: boolean }> {
     const projectName = validProject(asked);
-    const shown = async (row: WorkspaceRow) => toWorkspace(row, row.state === 'queued' ? ((await this.ctx.store.queuePositions()).get(row.id) ?? null) : null);
     const live = await this.ctx.store.live(projectName);
-    if (live) return { workspace: await shown(live), created: false };
+    if (live) return { workspace: await view(this.ctx, live), created: false };
     const { project, config } = await projects.loadProject(this.ctx, projectName);
     try {
       const workspace = await this.create({ project, config, name: DEFAULT_WORKSPACE_NAME, isDefault: true, baseRef: project.defaultBranch, wait: false, queue: true });
@@ -137,7 +136,7 @@ export class Lifecycle {
     } catch (e) {
       // Begun concurrently by another caller (two tabs' first messages): theirs is the one.
       const again = isGroveError(e) && e.code === 'workspace_exists' ? await this.ctx.store.live(projectName) : undefined;
-      if (again) return { workspace: await shown(again), created: false };
+      if (again) return { workspace: await view(this.ctx, again), created: false };
       throw e;
     }
   }
