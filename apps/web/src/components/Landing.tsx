@@ -24,7 +24,7 @@ export function Landing() {
   const look = useCallback(async () => {
     try {
       // Without the project list (an older server, a failed read) the workspaces still name the projects.
-      const [{ workspaces }, projects] = await Promise.all([api.listWorkspaces(), api.listProjects().then((r) => r.projects.map((p) => p.name), () => [])]);
+      const [{ workspaces }, projects] = await Promise.all([api.listWorkspaces(), api.listProjects().then((r) => r.projects.map((p) => p.name), () => null)]);
       setFound(pickLanding(workspaces, projects, wanted));
     } catch (e) {
       if (isApiError(e) && e.status === 401) setFound({ kind: 'signin' });
@@ -38,7 +38,7 @@ export function Landing() {
 
   // The server sets the project up in the background at first start; look again until it is there (or until another
   // tab begins the conversation of a fresh one).
-  const waiting = found.kind === 'none' || found.kind === 'error' || found.kind === 'fresh';
+  const waiting = found.kind === 'none' || found.kind === 'empty' || found.kind === 'error' || found.kind === 'fresh';
   useEventTrigger(() => true, () => void look(), waiting);
   useEffect(() => {
     if (!waiting) return;
@@ -77,6 +77,15 @@ export function Landing() {
         <div className="centered">
           <Notice tone="wait" title="Getting things ready">
             <p>The project is being set up. The conversation opens here by itself when it is ready.</p>
+          </Notice>
+        </div>
+      ) : found.kind === 'empty' ? (
+        <div className="centered">
+          <Notice tone="empty" title="No projects yet">
+            <p>There is nothing to talk about yet: Grove has no project. The conversation opens here once one is added.</p>
+            <p className="muted">
+              Whoever runs Grove adds one with <code>grove project add &lt;name&gt; &lt;repository&gt;</code>.
+            </p>
           </Notice>
         </div>
       ) : found.kind === 'unknown' ? (

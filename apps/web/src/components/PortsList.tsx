@@ -41,7 +41,7 @@ export function PortsList({ slug, state }: { slug: string; state: WorkspaceState
   }, [running, read]);
 
   return (
-    <section className="ports" aria-label="Listening ports">
+    <section className="view-bar ports" aria-label="Listening ports">
       <span className="ports-label">Ports:</span>
       {!running ? (
         <span className="ports-note">{notRunningNote(state)}</span>

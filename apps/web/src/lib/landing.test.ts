@@ -22,11 +22,13 @@ describe('where / lands', () => {
     // Begun again after a failure: the live one, whatever order the list has them in.
     expect(pickLanding([ws('app', 'failed'), ws('app', 'creating')], ['app'], null)).toEqual({ kind: 'found', workspace: ws('app', 'creating') });
     // Named by a workspace only (the project list could not be read).
-    expect(pickLanding([ws('app~feat')], [], null)).toEqual({ kind: 'fresh', project: 'app' });
+    expect(pickLanding([ws('app~feat')], null, null)).toEqual({ kind: 'fresh', project: 'app' });
   });
 
-  it('says so for a project that does not exist, and waits when there is none yet', () => {
+  it('says so for a project that does not exist or when there are none, and waits when it cannot tell', () => {
     expect(pickLanding([ws('demo')], ['demo'], 'nope')).toEqual({ kind: 'unknown', project: 'nope' });
-    expect(pickLanding([], [], null)).toEqual({ kind: 'none' });
+    expect(pickLanding([], null, null)).toEqual({ kind: 'none' });
+    // Read, and empty: no project is on its way (the demo is registered before the server listens).
+    expect(pickLanding([], [], null)).toEqual({ kind: 'empty' });
   });
 });

@@ -3,6 +3,7 @@ import type { Workspace } from '@grove/contracts';
 
 export type LandingChoice =
   | { kind: 'none' }
+  | { kind: 'empty' }
   | { kind: 'unknown'; project: string }
   | { kind: 'fresh'; project: string }
   | { kind: 'found'; workspace: Workspace };
@@ -19,13 +20,14 @@ export function conversations(workspaces: readonly Workspace[]): Workspace[] {
  * The asked project's conversation (`/?project=`, from the conversation picker), else the first project's by name
  * that has one, so the choice is stable across reloads; a project whose conversation has not begun yet (added with
  * the API or `grove project add`, or whose default failed or was torn down) is `fresh`: it begins with its first
- * message.
+ * message. `projects` null: the list could not be read (the workspaces still name the projects they belong to).
  */
-export function pickLanding(workspaces: Workspace[], projects: string[], wanted: string | null): LandingChoice {
+export function pickLanding(workspaces: Workspace[], projects: string[] | null, wanted: string | null): LandingChoice {
   const defaults = conversations(workspaces).sort((a, b) => a.project.localeCompare(b.project));
-  const names = [...new Set([...projects, ...workspaces.map((w) => w.project)])].sort();
+  const names = [...new Set([...(projects ?? []), ...workspaces.map((w) => w.project)])].sort();
   const project = wanted ?? defaults[0]?.project ?? names[0];
-  if (project === undefined) return { kind: 'none' };
+  // The server registers its demo before it listens: a project list read empty means there is none to wait for.
+  if (project === undefined) return projects === null ? { kind: 'none' } : { kind: 'empty' };
   const workspace = defaults.find((w) => w.project === project);
   if (workspace) return { kind: 'found', workspace };
   return names.includes(project) ? { kind: 'fresh', project } : { kind: 'unknown', project };
