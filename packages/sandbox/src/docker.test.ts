@@ -369,6 +369,9 @@ describe('docker driver: hardening, seen from inside the container', () => {
     const add = sh(a, 'cd /workspace && echo new > new.txt && git add new.txt');
     expect(add.code).not.toBe(0);
     expect(add.out).toMatch(READ_ONLY);
+    // Whatever the words, nothing reached the project's object store.
+    const blob = execFileSync('git', ['hash-object', '--stdin'], { input: 'new\n', encoding: 'utf8' }).trim();
+    expect(spawnSync('git', ['--git-dir', fx.common, 'cat-file', '-e', blob]).status).not.toBe(0);
     sh(a, 'rm -f /workspace/new.txt');
   });
 

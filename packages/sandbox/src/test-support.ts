@@ -40,5 +40,6 @@ export function listCommand(dir: string, runtime: SandboxRuntime): string {
  * first, so a file or dir the agent does not own reads "permission denied" there: refused all the same.
  */
 export function readOnlyMessage(runtime: SandboxRuntime): RegExp {
-  return runtime === 'runc' ? /read-only file system/i : /read-only file system|permission denied/i;
+  // git words EACCES on an object dir that happens to exist already as "insufficient permission".
+  return runtime === 'runc' ? /read-only file system/i : /read-only file system|permission denied|insufficient permission/i;
 }
