@@ -475,6 +475,8 @@ describe('grove and a project from a repository: project add, projects, diff, ch
     // The project's conversation begins with its first message: its default workspace, started (with progress) and
     // answering, on the project's own branch; an unknown project is not found.
     expect((await fx.s.api('GET', '/api/workspaces/app')).status).toBe(404);
+    const nothing = await grove('resume', 'app');
+    expect([nothing.code, nothing.stderr]).toEqual([3, expect.stringContaining('app has no conversation to reopen yet; begin it with: grove send app')]);
     const first = await grove('send', 'app', 'hello, app');
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toBe('Scripted agent here. You said: "hello, app". (turn 1)\n');

@@ -1,5 +1,6 @@
 // `grove resume`: reopen a workspace and print its URL; without a slug, pick one (a picker in a terminal).
 import type { LastMessage } from '@grove/contracts';
+import { ApiError } from '../client.ts';
 import type { CommandSpec } from '../command.ts';
 import type { CliContext } from '../context.ts';
 import { EXIT, Exit } from '../exit.ts';
@@ -8,9 +9,19 @@ import { runPicker } from '../picker.ts';
 import { openRunning } from '../progress.ts';
 
 
+/** A project's name whose conversation never began: nothing to reopen, and the way to begin it (else null). */
+async function neverBegun(ctx: CliContext, slug: string, e: unknown): Promise<ApiError | null> {
+  if (slug.includes('~') || !(e instanceof ApiError) || e.code !== 'workspace_not_found') return null;
+  const { projects } = await ctx.api.listProjects().catch(() => ({ projects: [] }));
+  if (!projects.some((p) => p.name === slug)) return null;
+  return new ApiError(404, 'workspace_not_found', `${slug} has no conversation to reopen yet; begin it with: grove send ${slug} "<message>" (or fork: grove fork ${slug} <name>)`);
+}
+
 /** Open one workspace: start it (with progress) when it is stopped, wait when it is starting; print its URL. */
 async function resumeOne(ctx: CliContext, slug: string, json: boolean): Promise<void> {
-  const workspace = await openRunning(ctx, slug, { quiet: json });
+  const workspace = await openRunning(ctx, slug, { quiet: json }).catch(async (e: unknown) => {
+    throw (await neverBegun(ctx, slug, e)) ?? e;
+  });
   if (json) return ctx.out(JSON.stringify({ ...workspace, url: workspaceUrl(ctx.env.url, workspace) }));
   ctx.err(`${workspace.slug}: ${workspace.state}`);
   ctx.out(workspaceUrl(ctx.env.url, workspace));
