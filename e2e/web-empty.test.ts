@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 describe('/ with no project', () => {
-  it('says there is none, then opens the first message of the project added meanwhile, without a reload', async () => {
+  it('says there is none, then opens the first message of the project added meanwhile, and its conversation once begun, without a reload', async () => {
     const page = await signedIn(browser, s.base);
     await page.goto(`${s.base}/`);
     await page.getByRole('heading', { name: 'No projects yet' }).waitFor();
@@ -37,6 +37,11 @@ describe('/ with no project', () => {
     await page.getByRole('heading', { name: 'Start the conversation' }).waitFor({ timeout: 10_000 });
     await page.getByRole('heading', { level: 1, name: 'shop', exact: true }).waitFor();
     expect((await s.api<{ workspaces: unknown[] }>('GET', '/api/workspaces')).body.workspaces).toEqual([]);
+
+    // Begun elsewhere (another tab's first message, `grove send`): this page follows its own project's events.
+    expect((await s.api('POST', '/api/projects/shop/default')).status).toBe(202);
+    expect((await s.api('POST', '/api/projects/shop/default')).status).toBe(200);
+    await page.getByLabel('Message').waitFor({ timeout: 60_000 });
     await page.context().close();
   }, 60_000);
 });

@@ -39,7 +39,9 @@ export function Landing() {
   // The server sets the project up in the background at first start; look again until it is there (or until another
   // tab begins the conversation of a fresh one).
   const waiting = found.kind === 'none' || found.kind === 'empty' || found.kind === 'error' || found.kind === 'fresh';
-  useEventTrigger(() => true, () => void look(), waiting);
+  // A fresh project's page only cares about its own slug (another tab begins it); the others about anything.
+  const freshProject = found.kind === 'fresh' ? found.project : null;
+  useEventTrigger((e) => freshProject === null || e.slug === freshProject, () => void look(), waiting);
   useEffect(() => {
     if (!waiting) return;
     const t = setInterval(() => void look(), RECHECK_MS);
