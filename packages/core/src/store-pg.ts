@@ -34,6 +34,12 @@ type Q = PgDb | Tx;
 /** pg_advisory_xact_lock key of the slot ledger ("grovecap"): every transaction that takes or queues for a slot holds it. */
 const SLOT_LOCK = sql`SELECT pg_advisory_xact_lock(${'7454127839443657072'}::bigint)`;
 /**
+ * pg_advisory_xact_lock key of the event log ("groveevt"), held by every event insert: an id is drawn and committed
+ * before the next is drawn, so ids become visible in order across servers, and a reader that follows from the newest
+ * id it saw (`grove logs -f`, `grove send`, the event stream) never passes one that commits later.
+ */
+const EVENT_LOCK = sql`SELECT pg_advisory_xact_lock(${'7454142887549564532'}::bigint)`;
+/**
  * Namespace of operation holds ("grop"), the first key of pg_advisory_lock(int4, int4); the second is holdKey(slug).
  * PostgreSQL keeps two-key and one-key advisory locks apart, so these never meet SLOT_LOCK or the migration lock.
  */
@@ -428,7 +434,11 @@ export class PgStore implements Registry {
 
   async addEvent(slug: string, type: string, data: Record<string, unknown>): Promise<GroveEvent> {
     const insert = this.eventChain.then(async () => {
-      const [row] = await this.db.insert(events).values({ slug, type, data, at: nowIso() }).returning();
+      const row = await this.db.transaction(async (tx) => {
+        await tx.execute(EVENT_LOCK);
+        const [inserted] = await tx.insert(events).values({ slug, type, data, at: nowIso() }).returning();
+        return inserted;
+      });
       if (!row) throw new Error('insert returned no row');
       return toEvent(row);
     });

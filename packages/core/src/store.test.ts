@@ -234,6 +234,31 @@ describe.each(dialects)('registry on $name', ({ name: dialect, fresh }) => {
       expect(await store.rows()).toHaveLength(1);
     });
 
+    it('number events in the order they become visible: a reader following from its last id misses none', async () => {
+      // Three registries (servers) writing at once, a fourth reading on as `grove logs -f` and `grove send` do: from
+      // the newest id it saw. An id that became visible after a higher one would be skipped for good.
+      const writers = [store, await open(), await open()];
+      const reader = await open();
+      let done = false;
+      const written = Promise.all(writers.map((w, k) => Promise.all(Array.from({ length: 120 }, (_, i) => w.addEvent('p~x', 'test.tick', { k, i }))))).then(() => {
+        done = true;
+      });
+      const seen: number[] = [];
+      let cursor = 0;
+      const follow = async () => {
+        for (const e of await reader.events({ slug: 'p~x', after: cursor, limit: 1000 })) {
+          seen.push(e.id);
+          cursor = e.id;
+        }
+      };
+      while (!done) await follow();
+      await written;
+      await follow();
+      const all = (await reader.events({ slug: 'p~x', limit: 1000 })).map((e) => e.id);
+      expect(all).toHaveLength(360);
+      expect(seen).toEqual(all);
+    });
+
     it('reopen one stopped workspace once', async () => {
       const other = await open();
       const a = (await reserve('a', 4)).row;
