@@ -54,9 +54,6 @@ interface ComposerProps {
   held?: Held;
 }
 
-/** The held composer queues everything (its held mode); this only answers if it were ever asked to send. */
-export const notOpen = async (): Promise<SendResult> => ({ ok: false, error: 'The conversation is not open yet.' });
-
 /** Composer's held mode: see ComposerProps.held. */
 export interface Held {
   onQueued: () => void;

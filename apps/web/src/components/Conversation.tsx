@@ -10,7 +10,7 @@ import { onStartRequest, takeStart } from '../lib/start-intents.ts';
 import { useElapsed } from '../lib/use-elapsed.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { useLifecycleProgress } from '../lib/use-progress.ts';
-import { Composer, UnsentMessages, notOpen } from './Composer.tsx';
+import { Composer, UnsentMessages, type Held } from './Composer.tsx';
 import { ForkSteps } from './ForkSteps.tsx';
 import { EarlierMessages } from './EarlierMessages.tsx';
 import { ErrorText, Notice, SignInNotice } from './ui.tsx';
@@ -186,7 +186,7 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
         active={active}
         onBusyChange={onBusyChange}
         onDisconnect={() => void refresh()}
-        emptyHint={engineer ? 'Send the first message to this workspace’s agent.' : 'Ask anything about this project. The agent can read and change its files, and will tell you what it did.'}
+        emptyHint={engineer ? 'Send the first message to this workspace’s agent.' : ASK_ANYTHING}
       />
     );
   }
@@ -194,21 +194,10 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
   // Paused or starting: what was said stays in view, and what is written now waits and goes out once it is open
   // (sending to a paused one reopens it).
   const held = (notice: ReactNode, starting: boolean) => (
-    <div className="held">
-      <div className="paused">
-        {notice}
-        <EarlierMessages slug={workspace.slug} />
-      </div>
-      <Composer
-        slug={slug}
-        audience={audience}
-        turnRunning={false}
-        sending={false}
-        loaded={false}
-        onSend={notOpen}
-        held={{ starting, onQueued: () => (starting || reopen.busy ? undefined : void start(watch.lastId)) }}
-      />
-    </div>
+    <HeldView slug={slug} audience={audience} held={{ starting, onQueued: () => (starting || reopen.busy ? undefined : void start(watch.lastId)) }}>
+      {notice}
+      <EarlierMessages slug={workspace.slug} />
+    </HeldView>
   );
 
   if (reopen.busy || workspace.state === 'creating') {
@@ -356,6 +345,22 @@ export function Conversation({ slug, audience, onWorkspace, revision = 0, active
         </Centered>
       );
   }
+}
+
+/** What an empty conversation tells everyone (and a project's first-message page). */
+export const ASK_ANYTHING = 'Ask anything about this project. The agent can read and change its files, and will tell you what it did.';
+
+/** The held composer queues everything (Composer's held mode); this only answers if it were ever asked to send. */
+const notOpen = async () => ({ ok: false, error: 'The conversation is not open yet.' });
+
+/** A conversation that is not open: its notice (and what was said) above a composer in held mode. */
+export function HeldView({ slug, audience, held, children }: { slug: string; audience: Audience; held: Held; children: ReactNode }) {
+  return (
+    <div className="held">
+      <div className="paused">{children}</div>
+      <Composer slug={slug} audience={audience} turnRunning={false} sending={false} loaded={false} onSend={notOpen} held={held} />
+    </div>
+  );
 }
 
 function Centered({ children }: { children: ReactNode }) {

@@ -7,8 +7,7 @@ import { useCallback, useEffect, useState } from 'react';
 import { api, isApiError, messageOf } from '../lib/api.ts';
 import { useEventTrigger } from '../lib/use-events.ts';
 import { pickLanding, type LandingChoice } from '../lib/landing.ts';
-import { Composer, notOpen } from './Composer.tsx';
-import { Conversation } from './Conversation.tsx';
+import { ASK_ANYTHING, Conversation, HeldView } from './Conversation.tsx';
 import { ResumeButton } from './Resume.tsx';
 import { Notice, Shell, SignInNotice } from './ui.tsx';
 
@@ -138,21 +137,18 @@ function FirstMessage({ project, onBegun }: { project: string; onBegun: () => vo
   }, [project, onBegun]);
 
   return (
-    <div className="held">
-      <div className="paused">
-        {state.error ? (
-          <Notice tone="error" title="The conversation could not be started" actions={<button className="btn" onClick={() => void begin()}>Try again</button>}>
-            <p>{state.error}</p>
-            <p className="muted">Your message is kept below and goes out once it starts.</p>
-          </Notice>
-        ) : (
-          <Notice tone={state.busy ? 'wait' : 'empty'} title={state.busy ? 'Getting things ready' : 'Start the conversation'}>
-            <p>Ask anything about this project. The agent can read and change its files, and will tell you what it did.</p>
-            <p className="muted">It wakes up with your first message; that takes a few seconds.</p>
-          </Notice>
-        )}
-      </div>
-      <Composer slug={project} audience="everyone" turnRunning={false} sending={false} loaded={false} onSend={notOpen} held={{ starting: state.busy, fresh: true, onQueued: () => void begin() }} />
-    </div>
+    <HeldView slug={project} audience="everyone" held={{ starting: state.busy, fresh: true, onQueued: () => void begin() }}>
+      {state.error ? (
+        <Notice tone="error" title="The conversation could not be started" actions={<button className="btn" onClick={() => void begin()}>Try again</button>}>
+          <p>{state.error}</p>
+          <p className="muted">Your message is kept below and goes out once it starts.</p>
+        </Notice>
+      ) : (
+        <Notice tone={state.busy ? 'wait' : 'empty'} title={state.busy ? 'Getting things ready' : 'Start the conversation'}>
+          <p>{ASK_ANYTHING}</p>
+          <p className="muted">It wakes up with your first message; that takes a few seconds.</p>
+        </Notice>
+      )}
+    </HeldView>
   );
 }
