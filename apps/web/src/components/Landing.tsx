@@ -23,7 +23,7 @@ export function Landing() {
   const look = useCallback(async () => {
     try {
       // Without the project list (an older server, a failed read) the workspaces still name the projects.
-      const [{ workspaces }, projects] = await Promise.all([api.listWorkspaces(), api.listProjects().then((r) => r.projects.map((p) => p.name), () => null)]);
+      const [{ workspaces }, projects] = await Promise.all([api.listWorkspaces(), api.projectNames()]);
       setFound(pickLanding(workspaces, projects, wanted));
     } catch (e) {
       if (isApiError(e) && e.status === 401) setFound({ kind: 'signin' });

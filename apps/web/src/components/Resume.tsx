@@ -161,11 +161,11 @@ function ResumePicker({ project, audience, onChoose, onClose }: PickerProps) {
       const [{ workspaces }, projects] = await Promise.all([
         api.listWorkspaces(),
         // Only everyone's picker offers the projects whose conversation has not begun; without the list it has none.
-        audience === 'everyone' ? api.listProjects().then((r) => r.projects.map((p) => p.name), () => []) : [],
+        audience === 'everyone' ? api.projectNames() : null,
       ]);
       const list = audience === 'engineer' ? resumeCandidates(workspaces, project) : resumeCandidates(conversations(workspaces), project);
       const begun = new Set(list.map((w) => w.project));
-      setLoad({ kind: 'ready', list, fresh: projects.filter((p) => !begun.has(p)).sort() });
+      setLoad({ kind: 'ready', list, fresh: (projects ?? []).filter((p) => !begun.has(p)).sort() });
       // Read on the host from the thread file, so stopped workspaces are quoted too.
       await Promise.all(
         list.slice(0, MAX_THREAD_READS).map(async (w) => {

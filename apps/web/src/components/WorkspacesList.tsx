@@ -6,6 +6,7 @@ import { useEffect, useState } from 'react';
 import type { Capacity, ListWorkspacesResponse, Project, Workspace } from '@grove/contracts';
 import { api } from '../lib/api.ts';
 import { byActivity, capacityReason, isFull } from '../lib/capacity.ts';
+import { projectNames } from '../lib/landing.ts';
 import type { TurnNotices } from '../lib/notifications.ts';
 import type { UseWorkspaces } from '../lib/use-workspaces.ts';
 import { ForkDialog } from './ForkDialog.tsx';
@@ -62,7 +63,7 @@ export function WorkspacesList({
         />
       ) : null}
       {settingsOf !== null && load.kind === 'ready' ? (
-        <ProjectSettingsDialog projects={projectNames(projects, load.data.workspaces)} initial={settingsOf} onClose={() => setSettingsOf(null)} />
+        <ProjectSettingsDialog projects={allProjects(projects, load.data.workspaces)} initial={settingsOf} onClose={() => setSettingsOf(null)} />
       ) : null}
     </div>
   );
@@ -75,9 +76,7 @@ function projectsFrom(workspaces: Workspace[]): Project[] {
 }
 
 /** Every project, including one without a workspace yet (added with the API or `grove project add`). */
-function projectNames(projects: Project[], workspaces: Workspace[]): string[] {
-  return [...new Set([...projects.map((p) => p.name), ...workspaces.map((w) => w.project)])].sort();
-}
+const allProjects = (projects: Project[], workspaces: Workspace[]): string[] => projectNames(projects.map((p) => p.name), workspaces);
 
 function Loading() {
   return (
@@ -107,7 +106,7 @@ interface ReadyProps {
 
 function Ready({ data, projects, stale, notices, onFork, onSettings, onChanged }: ReadyProps) {
   const { workspaces, capacity } = data;
-  const firstProject = projectNames(projects, workspaces)[0];
+  const firstProject = allProjects(projects, workspaces)[0];
   const full = isFull(capacity);
   const reason = full ? capacityReason(capacity, workspaces) : null;
   const visible = workspaces.filter((w) => w.state !== 'gone').sort(byActivity);

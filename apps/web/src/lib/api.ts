@@ -65,6 +65,8 @@ const proxied = <S extends z.ZodType>(method: HttpMethod, slug: string, rest: st
 export const api = {
   listWorkspaces: () => client.listWorkspaces(),
   listProjects: () => client.listProjects(),
+  /** The projects' names, or null when the list cannot be read (callers fall back on the workspaces' projects). */
+  projectNames: () => client.listProjects().then((r) => r.projects.map((p) => p.name), () => null),
   /** The project's default workspace (its conversation): the live one, or one begun now (creating, or in line). */
   ensureDefault: (project: string) => client.ensureDefault({ params: { project } }),
   getWorkspace: (slug: string) => client.getWorkspace({ params: { slug } }),

@@ -1,12 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import type { Workspace } from '@grove/contracts';
-import { pickLanding } from './landing.ts';
+import { pickLanding, projectNames } from './landing.ts';
 
 function ws(slug: string, state: Workspace['state'] = 'running'): Workspace {
   const [project = '', name] = slug.split('~');
   const at = '2026-01-01T00:00:00.000Z';
   return { slug, project, name: name ?? 'default', isDefault: name === undefined, branch: 'grove/default', baseRef: 'main', state, failureReason: null, agentSessionId: null, createdAt: at, updatedAt: at, lastActivityAt: null, queuePosition: null };
 }
+
+describe('every project by name', () => {
+  it("joins the list's names and those the workspaces name, once each, sorted; a list that could not be read adds none", () => {
+    expect(projectNames(['zeta', 'app'], [ws('demo~feat'), ws('app')])).toEqual(['app', 'demo', 'zeta']);
+    expect(projectNames(null, [ws('demo')])).toEqual(['demo']);
+  });
+});
 
 describe('where / lands', () => {
   it('opens the asked project, else the first by name that has a conversation, never a fork', () => {

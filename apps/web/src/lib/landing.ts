@@ -8,6 +8,11 @@ export type LandingChoice =
   | { kind: 'fresh'; project: string }
   | { kind: 'found'; workspace: Workspace };
 
+/** Every project by name: the project list's (null: it could not be read) and any a workspace names, sorted. */
+export function projectNames(projects: readonly string[] | null, workspaces: readonly Workspace[]): string[] {
+  return [...new Set([...(projects ?? []), ...workspaces.map((w) => w.project)])].sort();
+}
+
 /**
  * The projects' conversations as everyone sees them: their live default workspaces. A failed one is not: it holds
  * nothing (it failed while being created), and the project's next first message begins a new one.
@@ -24,7 +29,7 @@ export function conversations(workspaces: readonly Workspace[]): Workspace[] {
  */
 export function pickLanding(workspaces: Workspace[], projects: string[] | null, wanted: string | null): LandingChoice {
   const defaults = conversations(workspaces).sort((a, b) => a.project.localeCompare(b.project));
-  const names = [...new Set([...(projects ?? []), ...workspaces.map((w) => w.project)])].sort();
+  const names = projectNames(projects, workspaces);
   const project = wanted ?? defaults[0]?.project ?? names[0];
   // The server registers its demo before it listens: a project list read empty means there is none to wait for.
   if (project === undefined) return projects === null ? { kind: 'none' } : { kind: 'empty' };
