@@ -171,6 +171,21 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     await g.teardown('demo');
     expect(await g.ensureDefault('demo')).toMatchObject({ created: true, workspace: { slug: 'demo', state: 'creating' } });
     await until(async () => (await state(g, 'demo')) === 'running');
+    // Asked while it is being torn down ("Start a new conversation" pressed during the close): not the closing one,
+    // a new one once the teardown is done.
+    let letStop!: () => void;
+    fx.driver.behave.stopGate = new Promise<void>((r) => (letStop = r));
+    ungate = letStop;
+    const stops = () => fx.driver.calls.filter((c) => c === 'stop demo').length;
+    const stopsBefore = stops();
+    const closing = g.teardown('demo');
+    await until(async () => stops() > stopsBefore && (await state(g, 'demo')) === 'tearing-down');
+    const again = g.ensureDefault('demo');
+    letStop();
+    fx.driver.behave.stopGate = undefined;
+    expect((await closing).state).toBe('gone');
+    expect(await again).toMatchObject({ created: true, workspace: { slug: 'demo', state: 'creating' } });
+    await until(async () => (await state(g, 'demo')) === 'running');
     await expect(g.ensureDefault('nope')).rejects.toMatchObject({ code: 'project_not_found', status: 404 });
     await expect(g.ensureDefault('../demo')).rejects.toMatchObject({ code: 'invalid_name', status: 422 });
   });

@@ -127,7 +127,14 @@ export class Lifecycle {
    */
   async ensureDefault(asked: string): Promise<{ workspace: Workspace; created: boolean }> {
     const projectName = validProject(asked);
-    const live = await this.ctx.store.live(projectName);
+    let live = await this.ctx.store.live(projectName);
+    if (live?.state === 'tearing-down') {
+      // Closing right now ("Start a new conversation" pressed while the old one is torn down): the teardown holds the
+      // slug's mutex in this process, so the next one is begun once it is gone instead of answering with the closing
+      // one. One torn down by another server, or cut short by a crash, is still answered as it is.
+      await this.ctx.slugs.run(projectName, async () => undefined);
+      live = await this.ctx.store.live(projectName);
+    }
     if (live) return { workspace: await view(this.ctx, live), created: false };
     const { project, config } = await projects.loadProject(this.ctx, projectName);
     try {

@@ -31,6 +31,8 @@ export interface FakeBehaviour {
   busy: boolean;
   /** When set, ensure waits for it before making the container (an operation held mid-way). */
   ensureGate?: Promise<void>;
+  /** When set, stop waits for it before stopping (a stop or teardown held mid-way). */
+  stopGate?: Promise<void>;
 }
 
 export class FakeDriver implements SandboxDriver {
@@ -116,6 +118,7 @@ export class FakeDriver implements SandboxDriver {
   async stop(slug: string): Promise<void> {
     this.check();
     this.calls.push(`stop ${slug}`);
+    await this.behave.stopGate;
     const c = this.containers.get(slug);
     if (c) await this.halt(c);
   }
