@@ -5,8 +5,7 @@
 import { useEffect, useState } from 'react';
 import type { LastMessage } from '@grove/contracts';
 import { api } from '../lib/api.ts';
-import { clockTime } from '../lib/time.ts';
-import './ThreadView.css';
+import { Bubble } from './Bubble.tsx';
 import './EarlierMessages.css';
 
 export function EarlierMessages({ slug }: { slug: string }) {
@@ -32,11 +31,9 @@ export function EarlierMessages({ slug }: { slug: string }) {
       <h2 className="earlier-title">Earlier in this conversation</h2>
       <ol className="thread-lines earlier-lines">
         {messages.map((m, i) => (
-          <li key={`${i}-${m.at}`} className={m.who === 'user' ? 'msg msg-user' : 'msg msg-assistant'}>
-            <span className="sr-only">{m.who === 'user' ? 'You said: ' : 'Agent: '}</span>
-            <div className="msg-text">{m.text}</div>
-            {m.at ? <div className="msg-meta">{clockTime(m.at)}</div> : null}
-          </li>
+          <Bubble key={`${i}-${m.at}`} who={m.who === 'user' ? 'user' : 'assistant'} at={m.at}>
+            {m.text}
+          </Bubble>
         ))}
       </ol>
     </section>

@@ -8,6 +8,7 @@ import { toItems, type ThreadItem } from '../lib/thread-state.ts';
 import { useThread } from '../lib/use-thread.ts';
 import { useTurns, type UseTurns } from '../lib/use-turns.ts';
 import { clockTime } from '../lib/time.ts';
+import { Bubble } from './Bubble.tsx';
 import { Composer, type Fill } from './Composer.tsx';
 import { TurnChanges } from './TurnChanges.tsx';
 import { Notice, Spinner } from './ui.tsx';
@@ -197,23 +198,18 @@ function Item({ item, audience, slug, turns }: { item: ThreadItem; audience: Aud
     case 'note':
       return <li className="msg msg-note">{item.text}</li>;
     case 'user':
+      // The meta line is always there for a message of yours, so it does not jump when "Sending…" becomes its time.
       return (
-        <li className={item.pending ? 'msg msg-user msg-pending' : 'msg msg-user'}>
-          <span className="sr-only">You said: </span>
-          <div className="msg-text">{item.text}</div>
-          <div className="msg-meta">{item.pending ? 'Sending…' : item.at ? clockTime(item.at) : ''}</div>
-        </li>
+        <Bubble who="user" state={item.pending ? 'pending' : undefined} meta={item.pending ? 'Sending…' : item.at ? clockTime(item.at) : ''}>
+          {item.text}
+        </Bubble>
       );
     case 'assistant':
       return (
-        <li className={item.streaming ? 'msg msg-assistant msg-streaming' : 'msg msg-assistant'}>
-          <span className="sr-only">Agent: </span>
-          <div className="msg-text">
-            {item.text}
-            {item.streaming ? <span className="caret" aria-hidden="true" /> : null}
-          </div>
-          {item.at ? <div className="msg-meta">{clockTime(item.at)}</div> : null}
-        </li>
+        <Bubble who="assistant" state={item.streaming ? 'streaming' : undefined} at={item.at}>
+          {item.text}
+          {item.streaming ? <span className="caret" aria-hidden="true" /> : null}
+        </Bubble>
       );
     case 'tool':
       return (
