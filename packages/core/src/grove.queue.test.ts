@@ -9,7 +9,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { Grove } from './index.ts';
 import { useGroveFixture } from './test-support/grove-fixture.ts';
 
-/** Opens the fake engine's gate (holdEnsure) when a test failed with a fork waiting on it: close() would wait for it. */
+/** Opens the fake engine's gate (hold) when a test failed with an operation waiting on it: close() would wait for it. */
 let ungate: (() => void) | undefined;
 
 // until() waits 10 s here, not 5: the conditions follow promotions and idle sweeps that run in the background.
@@ -25,6 +25,20 @@ const fx = useGroveFixture({
   },
 });
 const { open, withProject, usePostgres, until } = fx;
+
+/**
+ * Make the fake engine's ensure (a fork held before its container) or stop (a stop or teardown held before the
+ * container stops) wait until the returned function is called.
+ */
+function hold(step: 'ensureGate' | 'stopGate'): () => void {
+  let go!: () => void;
+  fx.driver.behave[step] = new Promise<void>((r) => (go = r));
+  ungate = () => {
+    fx.driver.behave[step] = undefined;
+    go();
+  };
+  return ungate;
+}
 
 const queue = (name: string) => forkRequestSchema.parse({ project: 'demo', name, queue: true });
 const state = async (g: Grove, slug: string): Promise<Workspace['state']> => (await g.get(slug)).state;
@@ -173,16 +187,13 @@ describe.each(['sqlite', 'postgres'] as const)('queue (%s registry)', (dialect) 
     await until(async () => (await state(g, 'demo')) === 'running');
     // Asked while it is being torn down ("Start a new conversation" pressed during the close): not the closing one,
     // a new one once the teardown is done.
-    let letStop!: () => void;
-    fx.driver.behave.stopGate = new Promise<void>((r) => (letStop = r));
-    ungate = letStop;
+    const letStop = hold('stopGate');
     const stops = () => fx.driver.calls.filter((c) => c === 'stop demo').length;
     const stopsBefore = stops();
     const closing = g.teardown('demo');
     await until(async () => stops() > stopsBefore && (await state(g, 'demo')) === 'tearing-down');
     const again = g.ensureDefault('demo');
     letStop();
-    fx.driver.behave.stopGate = undefined;
     expect((await closing).state).toBe('gone');
     expect(await again).toMatchObject({ created: true, workspace: { slug: 'demo', state: 'creating' } });
     await until(async () => (await state(g, 'demo')) === 'running');
@@ -249,20 +260,9 @@ describe('two servers on one PostgreSQL registry', () => {
 describe('two servers on one PostgreSQL registry: reconcile leaves the other server\'s operations alone', () => {
   beforeEach(usePostgres);
 
-  /** Make the fake engine's ensure wait until the returned function is called (the fork is held before its container). */
-  function holdEnsure(): () => void {
-    let go!: () => void;
-    fx.driver.behave.ensureGate = new Promise<void>((r) => (go = r));
-    ungate = () => {
-      fx.driver.behave.ensureGate = undefined;
-      go();
-    };
-    return ungate;
-  }
-
   it('a server starting while another is in the middle of a fork does not roll the fork back', async () => {
     const a = await withProject({ maxRunning: 2 });
-    const go = holdEnsure();
+    const go = hold('ensureGate');
     const fork = a.fork({ project: 'demo', name: 'w' });
     await until(async () => fx.driver.calls.includes('ensure demo~w'));
     expect(fx.driver.containers.has('demo~w')).toBe(false);
@@ -288,7 +288,7 @@ describe('two servers on one PostgreSQL registry: reconcile leaves the other ser
     const a = await withProject();
     await a.fork({ project: 'demo', name: 'x' });
     await a.fork(queue('y'));
-    const go = holdEnsure();
+    const go = hold('ensureGate');
     await a.stop('demo~x');
     await until(async () => fx.driver.calls.includes('ensure demo~y'));
 

@@ -10,13 +10,14 @@ export interface BubbleProps {
   state?: 'pending' | 'streaming' | undefined;
   /** When it was written; the meta line shows its clock time. */
   at?: string | null | undefined;
-  /** The meta line instead of the time (a pending message's "Sending…"); '' keeps an empty line in place. */
+  /** The meta line instead of the time (a pending message's "Sending…"). */
   meta?: string | undefined;
   children: ReactNode;
 }
 
 export function Bubble({ who, state, at, meta, children }: BubbleProps) {
-  const line = meta ?? (at ? clockTime(at) : null);
+  // A message of yours always has its meta line, so the bubble does not jump when "Sending…" becomes its time.
+  const line = meta ?? (at ? clockTime(at) : who === 'user' ? '' : null);
   return (
     <li className={`msg msg-${who}${state ? ` msg-${state}` : ''}`}>
       <span className="sr-only">{who === 'user' ? 'You said: ' : 'Agent: '}</span>

@@ -7,7 +7,6 @@ import { api } from '../lib/api.ts';
 import { toItems, type ThreadItem } from '../lib/thread-state.ts';
 import { useThread } from '../lib/use-thread.ts';
 import { useTurns, type UseTurns } from '../lib/use-turns.ts';
-import { clockTime } from '../lib/time.ts';
 import { Bubble } from './Bubble.tsx';
 import { Composer, type Fill } from './Composer.tsx';
 import { TurnChanges } from './TurnChanges.tsx';
@@ -198,9 +197,8 @@ function Item({ item, audience, slug, turns }: { item: ThreadItem; audience: Aud
     case 'note':
       return <li className="msg msg-note">{item.text}</li>;
     case 'user':
-      // The meta line is always there for a message of yours, so it does not jump when "Sending…" becomes its time.
       return (
-        <Bubble who="user" state={item.pending ? 'pending' : undefined} meta={item.pending ? 'Sending…' : item.at ? clockTime(item.at) : ''}>
+        <Bubble who="user" state={item.pending ? 'pending' : undefined} at={item.at} meta={item.pending ? 'Sending…' : undefined}>
           {item.text}
         </Bubble>
       );
